@@ -1,0 +1,1 @@
+"""criterions of fairseq_luong (imported explicitly by the package)."""

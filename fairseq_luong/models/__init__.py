@@ -1,0 +1,2 @@
+"""Models of fairseq_luong. Each file registers one model and its named architectures."""
+from . import luong_lstm  # noqa: F401

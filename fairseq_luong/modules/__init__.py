@@ -1,0 +1,1 @@
+"""Building blocks of fairseq_luong's models (one component per file)."""

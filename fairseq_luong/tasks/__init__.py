@@ -1,0 +1,1 @@
+"""tasks of fairseq_luong (imported explicitly by the package)."""

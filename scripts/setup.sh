@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Set up everything fairseq_luong needs, idempotently.
+#
+# Usage: source scripts/setup.sh   (or: bash scripts/setup.sh)
+#
+# Uses the active virtual environment if there is one ($VIRTUAL_ENV);
+# otherwise creates .venv/ inside the checkout. Installs the pinned CPU
+# torch, the ve-fairseq fork with --no-deps (its metadata asks for
+# torchaudio, which we never use and which would pull a CUDA torch), the
+# rest of requirements.txt, and this package in editable mode. A stamp
+# file makes a second run a no-op when requirements.txt is unchanged.
+set -euo pipefail
+
+_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ -n "${VIRTUAL_ENV:-}" ]]; then
+  _venv="$VIRTUAL_ENV"
+else
+  _venv="$_repo/.venv"
+  if [[ ! -x "$_venv/bin/python" ]]; then
+    echo "[setup] creating virtual environment $_venv" >&2
+    python3 -m venv "$_venv"
+  fi
+fi
+_py="$_venv/bin/python"
+_stamp="$_venv/.fairseq_luong_setup"
+_want="$(cat "$_repo/requirements.txt" "$_repo/scripts/setup.sh" | sha1sum | cut -d' ' -f1)"
+
+if [[ ! -f "$_stamp" ]] || [[ "$(cat "$_stamp")" != "$_want" ]]; then
+  _t0=$(date +%s)
+  echo "[setup] installing into $_venv (takes about 1-2 minutes the first time)" >&2
+  "$_py" -m pip install -q --disable-pip-version-check --upgrade pip
+  # torch first, alone and pinned: nothing after it may replace it.
+  "$_py" -m pip install -q --disable-pip-version-check "torch==2.13.0"
+  "$_py" -m pip install -q --disable-pip-version-check -r "$_repo/requirements.txt"
+  "$_py" -m pip install -q --disable-pip-version-check --no-deps "ve-fairseq==0.12.3"
+  "$_py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$_repo"
+  "$_py" - <<'PY'
+import torch, fairseq, MeCab, ipadic, nltk, sacrebleu, sentencepiece  # noqa: F401
+assert torch.__version__.startswith("2.13.0"), torch.__version__
+print(f"[setup] torch {torch.__version__}, fairseq {fairseq.__version__}, sacrebleu {sacrebleu.__version__}")
+PY
+  echo "$_want" > "$_stamp"
+  echo "[setup] done in $(( $(date +%s) - _t0 )) s" >&2
+fi
+export PATH="$_venv/bin:$PATH"
+export VIRTUAL_ENV="$_venv"
