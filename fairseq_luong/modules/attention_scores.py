@@ -1,0 +1,144 @@
+"""Alignment score functions of Luong, Pham & Manning (2015), eq. 8 and footnote 6.
+
+Every score shares one interface so that global and local attention apply on
+top of any of them (``luong_attention.py``):
+
+* ``precompute(values)`` runs once per source sentence and returns the
+  "keys" the score compares queries against (for *general* and *concat* the
+  source half of W_a applied to every h̄_s). The decoder caches them in its
+  incremental state and reorders them in beam search.
+* ``forward(query, keys, positions)`` returns unnormalised scores.
+  ``query`` is the top decoder layer's h_t for ``tgtlen`` steps at once,
+  ``bsz x tgtlen x H``. ``keys`` is either ``bsz x srclen x K`` (global: the
+  same memory for every step) or ``bsz x tgtlen x W x K`` (local: one window
+  per step). ``positions`` (sentence positions of the scored slots, used by
+  *location* only) is ``bsz x 1 x srclen`` or ``bsz x tgtlen x W``.
+  The result is ``bsz x tgtlen x N`` (N = srclen or W).
+
+Masking, softmax and the context vector live in the attention modules, not
+here.
+"""
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from .luong_init import Linear
+
+
+def _dot_with_keys(query: Tensor, keys: Tensor) -> Tensor:
+    """Batched h_t^T k_s for every step and slot.
+
+    query: bsz x tgtlen x K; keys: bsz x srclen x K or bsz x tgtlen x W x K.
+    """
+    if keys.dim() == 3:
+        # bsz x tgtlen x K  @  bsz x K x srclen  ->  bsz x tgtlen x srclen
+        return torch.bmm(query, keys.transpose(1, 2))
+    # bsz x tgtlen x W x K  @  bsz x tgtlen x K x 1  ->  bsz x tgtlen x W
+    return torch.matmul(keys, query.unsqueeze(-1)).squeeze(-1)
+
+
+class DotScore(nn.Module):
+    """score(h_t, h̄_s) = h_t^T h̄_s (Luong et al. 2015, eq. 8, "dot")."""
+
+    def __init__(self, query_dim: int, value_dim: int):
+        super().__init__()
+        if query_dim != value_dim:
+            raise ValueError(
+                f"the dot score needs equal decoder and encoder output sizes, got "
+                f"{query_dim} and {value_dim}; use --attention-score general"
+            )
+
+    def precompute(self, values: Tensor) -> Tensor:
+        return values
+
+    def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
+        return _dot_with_keys(query, keys)
+
+
+class GeneralScore(nn.Module):
+    """score(h_t, h̄_s) = h_t^T W_a h̄_s (Luong et al. 2015, eq. 8, "general").
+
+    W_a h̄_s is computed once per sentence (``precompute``), so a decoder step
+    costs one batched dot product per scored slot.
+    """
+
+    def __init__(self, query_dim: int, value_dim: int):
+        super().__init__()
+        self.W_a = Linear(value_dim, query_dim, bias=False)
+
+    def precompute(self, values: Tensor) -> Tensor:
+        # bsz x srclen x C -> bsz x srclen x H
+        return self.W_a(values)
+
+    def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
+        return _dot_with_keys(query, keys)
+
+
+class ConcatScore(nn.Module):
+    """score(h_t, h̄_s) = v_a^T tanh(W_a [h_t; h̄_s]) (Luong et al. 2015, eq. 8, "concat").
+
+    W_a = [W_q  W_k] is stored as its two halves: W_k h̄_s is computed once per
+    sentence (``precompute``), W_q h_t once per step.
+    """
+
+    def __init__(self, query_dim: int, value_dim: int, attention_dim: int):
+        super().__init__()
+        self.W_q = Linear(query_dim, attention_dim, bias=False)
+        self.W_k = Linear(value_dim, attention_dim, bias=False)
+        self.v_a = Linear(attention_dim, 1, bias=False)
+
+    def precompute(self, values: Tensor) -> Tensor:
+        # bsz x srclen x C -> bsz x srclen x A
+        return self.W_k(values)
+
+    def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
+        q = self.W_q(query)  # bsz x tgtlen x A
+        if keys.dim() == 3:
+            # bsz x 1 x srclen x A + bsz x tgtlen x 1 x A -> bsz x tgtlen x srclen x A
+            hidden = torch.tanh(keys.unsqueeze(1) + q.unsqueeze(2))
+        else:
+            # bsz x tgtlen x W x A + bsz x tgtlen x 1 x A
+            hidden = torch.tanh(keys + q.unsqueeze(2))
+        return self.v_a(hidden).squeeze(-1)  # bsz x tgtlen x N
+
+
+class LocationScore(nn.Module):
+    """a_t = softmax(W_a h_t) (Luong et al. 2015, eq. 8, "location", footnote 6).
+
+    W_a h_t gives one score per sentence position 0 .. max_len - 1 (positions
+    count real tokens from the sentence start, whatever the padding side).
+    Footnote 6: for a shorter sentence only its first positions are used.
+    Positions at or past ``max_len`` have no score: they get -inf and so
+    exactly zero weight (documented in the README; choose
+    ``--location-max-len`` at least as long as your longest source).
+    """
+
+    def __init__(self, query_dim: int, max_len: int):
+        super().__init__()
+        self.max_len = max_len
+        self.W_a = Linear(query_dim, max_len, bias=True)
+
+    def precompute(self, values: Tensor) -> Tensor:
+        # location scores ignore the source content; keep a cheap placeholder
+        return values[:, :, :0]  # bsz x srclen x 0
+
+    def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
+        by_position = self.W_a(query)  # bsz x tgtlen x max_len
+        tgtlen = query.size(1)
+        # positions: bsz x 1 x N (global) or bsz x tgtlen x N (local)
+        positions = positions.expand(-1, tgtlen, -1)
+        scores = by_position.gather(2, positions.clamp(0, self.max_len - 1))
+        # bsz x tgtlen x N
+        return scores.masked_fill(positions >= self.max_len, float("-inf"))
+
+
+def build_score(name: str, query_dim: int, value_dim: int, location_max_len: int):
+    if name == "dot":
+        return DotScore(query_dim, value_dim)
+    if name == "general":
+        return GeneralScore(query_dim, value_dim)
+    if name == "concat":
+        return ConcatScore(query_dim, value_dim, query_dim)
+    if name == "location":
+        return LocationScore(query_dim, location_max_len)
+    raise ValueError(f"unknown --attention-score {name!r}")

@@ -1,0 +1,199 @@
+"""Global and local attention of Luong, Pham & Manning (2015), sections 3.1-3.2.
+
+Both share one interface, ``forward(query, memory, step0, need_weights)``:
+
+* ``query``: the top decoder layer's h_t for ``tgtlen`` consecutive steps,
+  ``bsz x tgtlen x H`` (``tgtlen`` is 1 inside the input-feeding loop and in
+  incremental decoding, the whole target without input feeding);
+* ``memory``: a :class:`SourceMemory` (encoder outputs at their original
+  padded positions, the score's precomputed keys, padding mask, and each
+  sentence's start offset and length);
+* ``step0``: the target index of the first query (local-m needs t);
+* returns the context c_t (``bsz x tgtlen x C``) and, if ``need_weights``, the
+  alignment a_t over the padded source positions (``bsz x tgtlen x srclen``,
+  exactly zero on padding and, for local attention, outside the window).
+
+The score function (``attention_scores.py``) is pluggable; masking and the
+softmax live here, once. The attentional hidden state of eq. 5 is
+:class:`AttentionalHidden`.
+"""
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from .luong_init import Linear
+
+
+class SourceMemory(NamedTuple):
+    values: Tensor  # bsz x srclen x C: h̄_s at the ORIGINAL padded positions
+    keys: Tensor  # bsz x srclen x K: score.precompute(values)
+    padding_mask: Tensor  # bsz x srclen: True on padding
+    start: Tensor  # bsz: padded index of each sentence's first token
+    length: Tensor  # bsz: each sentence's length S, appended EOS included
+
+
+def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
+    return torch.promote_types(dtype, torch.float32)
+
+
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """softmax over the last dim with ``mask`` (True = excluded) at exactly 0.
+
+    Computed in float32 (fp16/bf16 stay finite) and cast back, as fairseq's
+    ``AttentionLayer`` does.
+    """
+    wide = scores.to(_at_least_float32(scores.dtype))
+    probs = wide.masked_fill(mask, float("-inf")).softmax(dim=-1)
+    return probs.type_as(scores)
+
+
+class GlobalAttention(nn.Module):
+    """a_t(s) = exp(score(h_t, h̄_s)) / sum_s' exp(score(h_t, h̄_s')) (Luong et al. 2015, eq. 7).
+
+    Over each sentence's real positions only; c_t = sum_s a_t(s) h̄_s.
+    """
+
+    def __init__(self, score: nn.Module):
+        super().__init__()
+        self.score = score
+
+    def forward(
+        self, query: Tensor, memory: SourceMemory, step0: int, need_weights: bool
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        srclen = memory.values.size(1)
+        # sentence positions of the padded slots (negative on left padding)
+        positions = torch.arange(srclen, device=query.device).unsqueeze(0) - memory.start.unsqueeze(1)
+        positions = positions.clamp(min=0).unsqueeze(1)  # bsz x 1 x srclen
+        scores = self.score(query, memory.keys, positions)  # bsz x tgtlen x srclen
+        align = masked_softmax(scores, memory.padding_mask.unsqueeze(1))
+        # bsz x tgtlen x srclen @ bsz x srclen x C -> bsz x tgtlen x C
+        context = torch.bmm(align, memory.values)
+        return context, (align if need_weights else None)
+
+
+def predictive_alignment(h: Tensor, W_p: nn.Module, v_p: nn.Module, src_len: Tensor) -> Tensor:
+    """p_t = S * sigmoid(v_p^T tanh(W_p h_t)) (Luong et al. 2015, eq. 9).
+
+    h: bsz x tgtlen x H; src_len: bsz (each sentence's own S). Returns p_t,
+    bsz x tgtlen, real-valued in [0, S], in float32 whatever the autocast dtype
+    (bf16 could not even represent every integer position past 256).
+    """
+    logit = v_p(torch.tanh(W_p(h))).squeeze(-1)  # bsz x tgtlen
+    logit = logit.to(_at_least_float32(logit.dtype))
+    return src_len.to(logit.dtype).unsqueeze(1) * torch.sigmoid(logit)
+
+
+def gaussian_window(positions: Tensor, p_t: Tensor, sigma: float) -> Tensor:
+    """exp(-(s - p_t)^2 / (2 sigma^2)) (Luong et al. 2015, eq. 10), sigma = D / 2.
+
+    positions: integer source positions s, bsz x tgtlen x W; p_t: bsz x tgtlen.
+    """
+    return torch.exp(-((positions.to(p_t.dtype) - p_t.unsqueeze(-1)) ** 2) / (2.0 * sigma**2))
+
+
+class LocalAttention(nn.Module):
+    """Local attention (Luong et al. 2015, section 3.2, eq. 9-10, footnotes 8-10).
+
+    The window [p_t - D, p_t + D] (2D + 1 slots, centred on floor(p_t)) is
+    gathered from the memory and scored; nothing outside it is scored, so a
+    step costs O(D), not O(S). Slots outside the sentence or on padding get
+    exactly zero weight and the softmax runs over the valid slots only
+    (footnote 8). ``mode``:
+
+    * ``"m"`` (local-m, monotonic): p_t = t clipped to the sentence; the
+      alignment is eq. 7 restricted to the window.
+    * ``"p"`` (local-p, predictive): p_t by eq. 9 with each sentence's own S;
+      the window softmax is multiplied by the Gaussian of eq. 10 (sigma =
+      D/2) and NOT renormalised; gradients reach W_p, v_p through it
+      (footnote 10).
+
+    Positions count from each sentence's first token in the ORIGINAL source
+    order (the encoder maps reversed sources back), and the memory holds the
+    appended EOS, so S = words + 1 (see the README).
+    """
+
+    def __init__(self, score: nn.Module, mode: str, window: int, query_dim: int):
+        super().__init__()
+        if mode not in ("m", "p"):
+            raise ValueError(f"local attention mode must be 'm' or 'p', got {mode!r}")
+        if window < 0:
+            raise ValueError(f"--local-window must be >= 0, got {window}")
+        self.score = score
+        self.mode = mode
+        self.window = window
+        self.sigma = window / 2.0 if window > 0 else 0.5
+        if mode == "p":
+            self.W_p = Linear(query_dim, query_dim, bias=False)
+            self.v_p = Linear(query_dim, 1, bias=False)
+        self.register_buffer(
+            "offsets", torch.arange(-window, window + 1), persistent=False
+        )
+
+    def aligned_position(self, query: Tensor, memory: SourceMemory, step0: int) -> Tensor:
+        """p_t for every query step: bsz x tgtlen (real-valued for local-p)."""
+        last = (memory.length - 1).unsqueeze(1)  # bsz x 1
+        if self.mode == "m":
+            t = torch.arange(step0, step0 + query.size(1), device=query.device).unsqueeze(0)
+            return torch.minimum(t, last).to(_at_least_float32(query.dtype))  # bsz x tgtlen
+        return predictive_alignment(query, self.W_p, self.v_p, memory.length)
+
+    def forward(
+        self, query: Tensor, memory: SourceMemory, step0: int, need_weights: bool
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        bsz, srclen, C = memory.values.size()
+        tgtlen = query.size(1)
+        p_t = self.aligned_position(query, memory, step0)  # bsz x tgtlen
+        last = (memory.length - 1).view(bsz, 1, 1)
+        # p_t = S only if the sigmoid saturates to 1.0 in floating point
+        centre = torch.minimum(p_t.detach().floor().long().unsqueeze(-1), last)
+        positions = centre + self.offsets  # bsz x tgtlen x W (sentence positions)
+        valid = (positions >= 0) & (positions <= last)
+        inside = torch.minimum(positions.clamp(min=0), last)  # bsz x tgtlen x W
+        padded = memory.start.view(bsz, 1, 1) + inside  # padded source index
+        # rows of the flattened memory: bsz*srclen x C
+        flat = (torch.arange(bsz, device=query.device) * srclen).view(bsz, 1, 1) + padded
+        flat = flat.view(-1)  # bsz*tgtlen*W
+        W = positions.size(-1)
+        win_values = memory.values.reshape(bsz * srclen, C).index_select(0, flat)
+        win_values = win_values.view(bsz, tgtlen, W, C)  # bsz x tgtlen x W x C
+        if memory.keys is memory.values:
+            win_keys = win_values
+        else:
+            K = memory.keys.size(-1)
+            win_keys = memory.keys.reshape(bsz * srclen, K).index_select(0, flat)
+            win_keys = win_keys.view(bsz, tgtlen, W, K)  # bsz x tgtlen x W x K
+        scores = self.score(query, win_keys, positions)  # bsz x tgtlen x W
+        align = masked_softmax(scores, ~valid)
+        if self.mode == "p":
+            align = align * gaussian_window(positions, p_t, self.sigma).to(align.dtype)
+        # bsz x tgtlen x 1 x W @ bsz x tgtlen x W x C -> bsz x tgtlen x C
+        context = torch.matmul(align.unsqueeze(2), win_values).squeeze(2)
+        weights = None
+        if need_weights:
+            # invalid slots carry exactly 0 and point at a valid slot: add, never overwrite
+            weights = align.new_zeros(bsz, tgtlen, srclen).scatter_add_(2, padded, align)
+        return context, weights
+
+
+class AttentionalHidden(nn.Module):
+    """h~_t = tanh(W_c [c_t; h_t]) (Luong et al. 2015, eq. 5)."""
+
+    def __init__(self, context_dim: int, hidden_dim: int):
+        super().__init__()
+        self.W_c = Linear(context_dim + hidden_dim, hidden_dim, bias=False)
+
+    def forward(self, context: Tensor, h: Tensor) -> Tensor:
+        # bsz x tgtlen x (C + H) -> bsz x tgtlen x H
+        return torch.tanh(self.W_c(torch.cat((context, h), dim=-1)))
+
+
+def build_attention(attention_type: str, score: nn.Module, window: int, query_dim: int):
+    if attention_type == "global":
+        return GlobalAttention(score)
+    if attention_type in ("local_m", "local_p"):
+        if type(score).__name__ == "LocationScore":
+            raise ValueError("the location score is global-only (Luong et al. 2015, section 3.1)")
+        return LocalAttention(score, attention_type[-1], window, query_dim)
+    raise ValueError(f"unknown --attention-type {attention_type!r}")

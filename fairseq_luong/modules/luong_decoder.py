@@ -1,0 +1,247 @@
+"""Stacked LSTM decoder with attention and input feeding (Luong, Pham & Manning 2015).
+
+One decoder step (section 3, Fig. 2 and 4):
+
+  h_t = stacked LSTM([emb(y_{t-1}); h~_{t-1}], h_{t-1})    input feeding, 3.3
+  c_t, a_t = attention(h_t, h̄)                            eq. 7-10
+  h~_t = tanh(W_c [c_t; h_t])                             eq. 5
+  p(y_t | y_<t, x) = softmax(W_s dropout(h~_t))           eq. 6
+
+The same step code runs in training (looping over the target) and in
+incremental decoding (one step per call), so the fast path is the normal
+path. Work that does not depend on the previous step is hoisted out of the
+loop: the embedding half of the first layer's gates for all steps in one
+matrix product, the fused [input; h] gate weights once per call, the score's
+keys once per sentence. Without input feeding nothing couples the layers
+across steps: each layer runs as one sequence LSTM (``nn.LSTM``) and the
+attention is computed for all steps at once.
+
+Every decoder layer's parameters live in a one-layer ``nn.LSTM`` (gate order
+i, f, g, o), whichever path runs.
+"""
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.models import FairseqIncrementalDecoder
+from fairseq.modules import FairseqDropout
+from torch import Tensor
+
+from .luong_attention import AttentionalHidden, SourceMemory
+from .luong_init import LSTM, Linear
+
+
+def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
+    """The LSTM cell (Zaremba et al. 2015, as used by Luong et al. 2015, section 2).
+
+    gates: bsz x 4H pre-activations in PyTorch's order i, f, g, o; c: bsz x H.
+    c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g); h_t = sigmoid(o) * tanh(c_t).
+    """
+    i, f, g, o = gates.chunk(4, 1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    h = torch.sigmoid(o) * torch.tanh(c)
+    return h, c
+
+
+class LuongDecoder(FairseqIncrementalDecoder):
+    def __init__(
+        self,
+        dictionary,
+        embed_tokens: nn.Embedding,
+        hidden_size: int,
+        num_layers: int,
+        dropout: float,
+        encoder_output_units: int,
+        attention: Optional[nn.Module],
+        input_feed: bool,
+        share_input_output_embed: bool,
+        max_target_positions: int,
+    ):
+        super().__init__(dictionary)
+        self.embed_tokens = embed_tokens
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.input_feed = input_feed
+        self.max_target_positions = max_target_positions
+        self.need_attn = True
+        self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_hidden = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        embed_dim = embed_tokens.embedding_dim
+        feed_dim = hidden_size if input_feed else 0
+        self.layers = nn.ModuleList(
+            [
+                LSTM(embed_dim + feed_dim if i == 0 else hidden_size, hidden_size)
+                for i in range(num_layers)
+            ]
+        )
+        # a bidirectional encoder's final states (2H) start an H-cell decoder
+        if encoder_output_units != hidden_size:
+            self.init_hidden_proj = Linear(encoder_output_units, hidden_size)
+            self.init_cell_proj = Linear(encoder_output_units, hidden_size)
+        else:
+            self.init_hidden_proj = self.init_cell_proj = None
+        self.attention = attention
+        self.attentional_hidden = (
+            AttentionalHidden(encoder_output_units, hidden_size) if attention is not None else None
+        )
+        if share_input_output_embed:
+            if embed_dim != hidden_size:
+                raise ValueError(
+                    "--share-decoder-input-output-embed needs --decoder-embed-dim "
+                    f"({embed_dim}) == --decoder-hidden-size ({hidden_size})"
+                )
+            self.W_s = None
+        else:
+            self.W_s = Linear(hidden_size, len(dictionary), bias=True)
+
+    # ------------------------------------------------------------------ state
+    def get_cached_state(self, incremental_state) -> Optional[Dict[str, Optional[Tensor]]]:
+        if incremental_state is None:
+            return None
+        return self.get_incremental_state(incremental_state, "cached_state")
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        cached = self.get_cached_state(incremental_state)
+        if cached is None:
+            return
+        batch_dim = {"h": 1, "c": 1}
+        reordered: Dict[str, Optional[Tensor]] = {
+            key: (None if value is None else value.index_select(batch_dim.get(key, 0), new_order))
+            for key, value in cached.items()
+        }
+        self.set_incremental_state(incremental_state, "cached_state", reordered)
+
+    def _initial_state(self, encoder_out: Dict[str, Tensor], bsz: int, x: Tensor):
+        h0, c0 = encoder_out["final_hiddens"], encoder_out["final_cells"]  # layers x bsz x C
+        if h0.size(0) != self.num_layers:
+            raise ValueError(
+                f"the decoder has {self.num_layers} layers but the encoder {h0.size(0)}; "
+                "Luong et al. start each decoder layer from its encoder layer"
+            )
+        if self.init_hidden_proj is not None:
+            h0, c0 = self.init_hidden_proj(h0), self.init_cell_proj(c0)
+        feed = x.new_zeros(bsz, self.hidden_size) if self.input_feed else None
+        return h0, c0, feed
+
+    def _memory(self, encoder_out: Dict[str, Tensor], cached) -> SourceMemory:
+        values = encoder_out["encoder_out"]  # bsz x srclen x C
+        keys = values
+        if self.attention is not None:
+            keys = cached.get("keys") if cached is not None else None
+            if keys is None:
+                keys = self.attention.score.precompute(values)
+        return SourceMemory(
+            values,
+            keys,
+            encoder_out["encoder_padding_mask"],
+            encoder_out["src_start"],
+            encoder_out["src_length"],
+        )
+
+    # ---------------------------------------------------------------- forward
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        return self.output_layer(x), extra
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        if encoder_out is None:
+            raise ValueError("LuongDecoder needs an encoder")
+        cached = self.get_cached_state(incremental_state)
+        full_len = prev_output_tokens.size(1)
+        if cached is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+        bsz, tgtlen = prev_output_tokens.size()
+        step0 = full_len - tgtlen  # target index of the first step computed here
+
+        x = self.dropout_in(self.embed_tokens(prev_output_tokens))  # bsz x tgtlen x E
+        x = x.transpose(0, 1)  # tgtlen x bsz x E
+        if cached is not None:
+            h0, c0, feed = cached["h"], cached["c"], cached.get("feed")
+        else:
+            h0, c0, feed = self._initial_state(encoder_out, bsz, x)
+        memory = self._memory(encoder_out, cached)
+        need_weights = self.need_attn and not self.training and self.attention is not None
+
+        if self.input_feed:
+            out, h_n, c_n, feed, attn = self._run_input_feeding(x, h0, c0, feed, memory, step0, need_weights)
+        else:
+            out, h_n, c_n, attn = self._run_layerwise(x, h0, c0, memory, step0, need_weights)
+
+        if incremental_state is not None:
+            state: Dict[str, Optional[Tensor]] = {"h": h_n, "c": c_n, "feed": feed}
+            if self.attention is not None and memory.keys is not memory.values:
+                state["keys"] = memory.keys
+            self.set_incremental_state(incremental_state, "cached_state", state)
+        return out, {"attn": [attn]}
+
+    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights):
+        """Step by step: h~_{t-1} joins the next step's input (section 3.3)."""
+        tgtlen, bsz, embed_dim = x.size()
+        hs: List[Tensor] = list(h0.unbind(0))
+        cs: List[Tensor] = list(c0.unbind(0))
+        first = self.layers[0]
+        # embedding half of layer 0's gates for every step at once: tgtlen x bsz x 4H
+        x_gates = F.linear(x, first.weight_ih_l0[:, :embed_dim], first.bias_ih_l0 + first.bias_hh_l0)
+        # fused recurrent weights [W_feed W_hh]^T, (H + H) x 4H, built once per call
+        rec_weights = [torch.cat((first.weight_ih_l0[:, embed_dim:], first.weight_hh_l0), 1).t()]
+        biases: List[Optional[Tensor]] = [None]
+        for layer in self.layers[1:]:
+            rec_weights.append(torch.cat((layer.weight_ih_l0, layer.weight_hh_l0), 1).t())
+            biases.append(layer.bias_ih_l0 + layer.bias_hh_l0)
+        outs: List[Tensor] = []
+        attns: List[Tensor] = []
+        for t in range(tgtlen):
+            below = feed
+            gates = x_gates[t]
+            for i in range(self.num_layers):
+                if i > 0:
+                    below = self.dropout_hidden(hs[i - 1])
+                    gates = biases[i]
+                # bsz x 4H = gates + [below; h_{t-1}] @ W
+                gates = torch.addmm(gates, torch.cat((below, hs[i]), 1), rec_weights[i])
+                hs[i], cs[i] = lstm_cell_update(gates, cs[i])
+            top = hs[-1].unsqueeze(1)  # bsz x 1 x H
+            htilde, attn = self._attend(top, memory, step0 + t, need_weights)
+            feed = self.dropout_out(htilde.squeeze(1))  # bsz x H
+            outs.append(feed)
+            if attn is not None:
+                attns.append(attn)
+        out = torch.stack(outs, dim=1)  # bsz x tgtlen x H
+        attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
+        return out, torch.stack(hs), torch.stack(cs), feed, attn
+
+    def _run_layerwise(self, x, h0, c0, memory, step0, need_weights):
+        """Without input feeding each layer is one sequence LSTM; attention for all steps at once."""
+        h_n: List[Tensor] = []
+        c_n: List[Tensor] = []
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                x = self.dropout_hidden(x)
+            # tgtlen x bsz x H; state 1 x bsz x H
+            x, (h, c) = layer(x, (h0[i : i + 1].contiguous(), c0[i : i + 1].contiguous()))
+            h_n.append(h[0])
+            c_n.append(c[0])
+        top = x.transpose(0, 1)  # bsz x tgtlen x H
+        htilde, attn = self._attend(top, memory, step0, need_weights)
+        return self.dropout_out(htilde), torch.stack(h_n), torch.stack(c_n), attn
+
+    def _attend(self, top: Tensor, memory: SourceMemory, step0: int, need_weights: bool):
+        """h~_t from the top layer's h_t (bsz x tgtlen x H); h~_t = h_t without attention."""
+        if self.attention is None:
+            return top, None
+        context, attn = self.attention(top, memory, step0, need_weights)
+        return self.attentional_hidden(context, top), attn
+
+    def output_layer(self, features):
+        """W_s h~_t (eq. 6); the softmax is the criterion's / generator's."""
+        if self.W_s is None:
+            return F.linear(features, self.embed_tokens.weight)
+        return self.W_s(features)
+
+    def max_positions(self):
+        return self.max_target_positions
+
+    def make_generation_fast_(self, need_attn=False, **kwargs):
+        self.need_attn = need_attn

@@ -1,0 +1,36 @@
+"""Module factories with fairseq's initialisation idiom (cf. ``fairseq/models/lstm.py``).
+
+By default parameters keep PyTorch's initialisation, except embeddings
+(N(0, d^-1/2), padding row zero, as fairseq's Transformer). Luong et al.
+(2015, section 4.1) initialise *every* parameter uniformly in [-0.1, 0.1]:
+``init_uniform_`` does that for a whole model (``--init-uniform 0.1``, on in
+the paper-size architectures).
+"""
+import torch.nn as nn
+
+
+def Linear(in_features, out_features, bias=True):
+    return nn.Linear(in_features, out_features, bias=bias)
+
+
+def Embedding(num_embeddings, embedding_dim, padding_idx):
+    m = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
+    nn.init.normal_(m.weight, mean=0, std=embedding_dim**-0.5)
+    nn.init.constant_(m.weight[padding_idx], 0)
+    return m
+
+
+def LSTM(input_size, hidden_size, **kwargs):
+    return nn.LSTM(input_size, hidden_size, **kwargs)
+
+
+def init_uniform_(module: nn.Module, scale: float):
+    """Luong et al. 2015, section 4.1: all parameters ~ U[-scale, scale].
+
+    Embedding padding rows are set back to zero (they never get a gradient).
+    """
+    for p in module.parameters():
+        nn.init.uniform_(p, -scale, scale)
+    for m in module.modules():
+        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+            nn.init.constant_(m.weight[m.padding_idx], 0)

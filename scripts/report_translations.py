@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Score fairseq-generate output with sacreBLEU and show translations with their alignments.
+
+Reads the S-/T-/H-/A- lines fairseq-generate prints (``--print-alignment``
+gives the A- lines: ``srcpos-tgtpos`` pairs, 0-based word positions). Scores
+the detokenised hypotheses against the references with sacreBLEU's own API
+(fairseq-score --sacrebleu is broken with sacrebleu 2).
+
+Usage: python scripts/report_translations.py generate.out [--examples 3] [--tokenize 13a]
+"""
+import argparse
+import sys
+
+import sacrebleu
+
+
+def parse_generate(path):
+    """{sample id: {"S": src, "T": ref, "H": hyp, "A": alignment}} from fairseq-generate output."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            tag, _, rest = line.rstrip("\n").partition("\t")
+            if "-" not in tag or tag[0] not in "STHA" or not tag[2:].isdigit():
+                continue
+            sid = int(tag[2:])
+            entry = out.setdefault(sid, {})
+            fields = rest.split("\t")
+            if tag[0] == "H":
+                if "H" in entry:  # --nbest > 1: keep the best
+                    continue
+                if len(fields) < 2:
+                    raise SystemExit(f"error: {path}:{lineno}: malformed H- line")
+                entry["H"] = fields[1]
+            elif tag[0] == "A":
+                entry.setdefault("A", fields[0])
+            else:
+                entry[tag[0]] = fields[0] if fields else ""
+    if not out:
+        raise SystemExit(f"error: {path}: no fairseq-generate output lines (S-/T-/H-) found")
+    return out
+
+
+def show_alignment(src, hyp, alignment):
+    src_words, hyp_words = src.split(), hyp.split()
+    pairs = []
+    for link in alignment.split():
+        s, t = (int(x) for x in link.split("-"))
+        if s < len(src_words) and t < len(hyp_words):
+            pairs.append(f"{hyp_words[t]}<-{src_words[s]}")
+    return " ".join(pairs)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("generate_out")
+    parser.add_argument("--examples", type=int, default=3, help="translations to show")
+    parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, ja-mecab, ...)")
+    args = parser.parse_args(argv)
+    entries = parse_generate(args.generate_out)
+    ids = sorted(i for i, e in entries.items() if "H" in e and "T" in e)
+    if not ids:
+        raise SystemExit(f"error: {args.generate_out}: no hypothesis with a reference (T- line)")
+    hyps = [entries[i]["H"] for i in ids]
+    refs = [entries[i]["T"] for i in ids]
+    bleu = sacrebleu.corpus_bleu(hyps, [refs], tokenize=args.tokenize)
+    exact = sum(h == r for h, r in zip(hyps, refs))
+    print(f"sacreBLEU = {bleu.score:.2f}  ({bleu})")
+    print(f"exact matches: {exact}/{len(ids)} sentences")
+    for i in ids[: args.examples]:
+        e = entries[i]
+        print(f"\n  source     : {e.get('S', '')}\n  reference  : {e['T']}\n  translation: {e['H']}")
+        if "A" in e:
+            print(f"  alignment  : {e['A']}\n  (hyp<-src) : {show_alignment(e.get('S', ''), e['H'], e['A'])}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Small helpers shared by the tests (fairseq's own tests/utils.py is not installed)."""
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from fairseq import options, tasks
+from fairseq.data import Dictionary
+
+REPO = Path(__file__).resolve().parents[1]
+USER_DIR = str(REPO / "fairseq_luong")
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+LUONG_ARCHS = [
+    "luong_lstm",
+    "luong_base",
+    "luong_global_dot",
+    "luong_global_general",
+    "luong_global_concat",
+    "luong_global_location",
+    "luong_localm",
+    "luong_localp",
+]
+
+
+def make_dictionary(n_words=20):
+    d = Dictionary()
+    for i in range(n_words):
+        d.add_symbol(f"w{i}")
+    d.finalize(padding_factor=1)
+    return d
+
+
+_DICT_DIR = None
+
+
+def dict_dir():
+    """A data directory holding only dict.src.txt / dict.tgt.txt."""
+    global _DICT_DIR
+    if _DICT_DIR is None:
+        _DICT_DIR = tempfile.mkdtemp(prefix="luong_dicts_")
+        make_dictionary().save(os.path.join(_DICT_DIR, "dict.src.txt"))
+        make_dictionary(23).save(os.path.join(_DICT_DIR, "dict.tgt.txt"))
+    return _DICT_DIR
+
+
+def build_model(arch, *extra):
+    """Build ``arch`` exactly as fairseq-train would, from command-line words."""
+    parser = options.get_training_parser()
+    argv = [dict_dir(), "--user-dir", USER_DIR, "--task", "translation",
+            "-s", "src", "-t", "tgt", "--arch", arch, *extra]
+    args = options.parse_args_and_arch(parser, argv)
+    task = tasks.setup_task(args)
+    model = task.build_model(args)
+    return model, task, args
+
+
+def random_batch(task, bsz=3, srclens=(7, 5, 3), tgtlens=(6, 4, 5), left_pad_source=True, seed=0):
+    """A padded batch with sentences ending in EOS, as fairseq's collater builds it."""
+    g = torch.Generator().manual_seed(seed)
+    src_d, tgt_d = task.source_dictionary, task.target_dictionary
+
+    def sents(d, lens):
+        return [torch.cat([torch.randint(d.nspecial, len(d), (n - 1,), generator=g),
+                           torch.tensor([d.eos()])]) for n in lens]
+
+    srcs, tgts = sents(src_d, srclens[:bsz]), sents(tgt_d, tgtlens[:bsz])
+    return collate(srcs, tgts, src_d, tgt_d, left_pad_source)
+
+
+def collate(srcs, tgts, src_d, tgt_d, left_pad_source=True):
+    from fairseq.data import data_utils
+    src = data_utils.collate_tokens(srcs, src_d.pad(), src_d.eos(), left_pad=left_pad_source)
+    prev = data_utils.collate_tokens(tgts, tgt_d.pad(), tgt_d.eos(), left_pad=False,
+                                     move_eos_to_beginning=True)
+    target = data_utils.collate_tokens(tgts, tgt_d.pad(), tgt_d.eos(), left_pad=False)
+    return {"src_tokens": src, "src_lengths": torch.tensor([len(s) for s in srcs]),
+            "prev_output_tokens": prev, "target": target}
+
+
+def run(cmd, **kw):
+    """Run a CLI command, failing the test with its output if it fails."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n"
+            f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def bin_path(name):
+    return str(Path(sys.executable).parent / name)
