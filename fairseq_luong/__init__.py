@@ -12,6 +12,7 @@ from .safe_checkpoints import allowlist_fairseq_checkpoint_globals
 allowlist_fairseq_checkpoint_globals()
 
 from . import checkpoint_errors  # noqa: E402,F401
+from . import fairseq_fixes  # noqa: E402,F401
 from . import criterions  # noqa: E402,F401
 from . import models  # noqa: E402,F401
 from . import modules  # noqa: E402,F401

@@ -44,8 +44,8 @@ def _wrap(load):
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         try:
             return load(path, *args, **kwargs)
-        except (pickle.UnpicklingError, EOFError, zipfile.BadZipFile, RuntimeError) as err:
-            if isinstance(err, CheckpointLoadError):
+        except (pickle.UnpicklingError, EOFError, zipfile.BadZipFile, RuntimeError, OSError) as err:
+            if isinstance(err, (CheckpointLoadError, FileNotFoundError, PermissionError)):
                 raise
             raise CheckpointLoadError(_explain(path, err)) from err
 

@@ -9,7 +9,7 @@ checkpoint holds, besides tensors and builtins, exactly these globals:
   -- arrays that ``--eval-bleu`` stores in the logged metrics.
 
 We allowlist those and nothing else; any other global in a checkpoint is
-still refused by torch. We never pass ``weights_only=False``.
+still refused by torch. We never turn the weights-only safety off.
 """
 import argparse
 

@@ -244,4 +244,9 @@ class LuongDecoder(FairseqIncrementalDecoder):
         return self.max_target_positions
 
     def make_generation_fast_(self, need_attn=False, **kwargs):
-        self.need_attn = need_attn
+        if need_attn and self.attention is None:
+            raise ValueError(
+                "this model has no attention (--no-attention / luong_base), so it has no "
+                "alignments: drop --print-alignment"
+            )
+        self.need_attn = bool(need_attn)

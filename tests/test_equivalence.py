@@ -1,0 +1,216 @@
+"""Equivalence: incremental == full forward, padded batch == one sentence at a time,
+source reversal maps alignments back, every arch sets what it claims, gradients, bf16."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fairseq_luong.modules.luong_encoder import source_order
+from tests.helpers import LUONG_ARCHS, build_model, collate, random_batch
+
+SIZES = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8",
+         "--decoder-embed-dim", "8", "--decoder-hidden-size", "8", "--location-max-len", "9",
+         "--local-window", "2"]
+VARIANTS = [(arch, []) for arch in LUONG_ARCHS] + [
+    ("luong_global_general", ["--no-input-feed"]),
+    ("luong_localp", ["--no-input-feed"]),
+    ("luong_localm", ["--attention-score", "concat", "--reverse-source"]),
+    ("luong_localp", ["--attention-score", "dot", "--reverse-source"]),
+    ("luong_global_concat", ["--encoder-bidirectional", "--encoder-hidden-size", "4"]),
+    ("luong_global_general", ["--reverse-source", "--encoder-layers", "3", "--decoder-layers", "3"]),
+]
+IDS = [arch + "".join(extra).replace("--", "+") for arch, extra in VARIANTS]
+
+
+def tiny(arch, *extra, seed=0):
+    torch.manual_seed(seed)
+    model, task, _ = build_model(arch, *SIZES, *extra)
+    return model.eval(), task
+
+
+@torch.no_grad()
+def full_forward(model, batch):
+    logits, extra = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])
+    return logits, extra["attn"][0]
+
+
+@pytest.mark.parametrize("arch,extra", VARIANTS, ids=IDS)
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_incremental_equals_full_forward_with_beam_reordering(arch, extra, left_pad):
+    model, task = tiny(arch, *extra)
+    batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 7, 7), left_pad_source=left_pad)
+    # halfway through, shuffle the batch as beam search does; the reference is the
+    # full forward of the same shuffled sentences
+    order = torch.tensor([2, 0, 0])
+    shuffled = {k: v.index_select(0, order) for k, v in batch.items()}
+    ref_logits, ref_attn = full_forward(model, shuffled)
+    with torch.no_grad():
+        enc = model.encoder(batch["src_tokens"], batch["src_lengths"])
+        state = {}
+        prev = batch["prev_output_tokens"]
+        for t in range(prev.size(1)):
+            if t == 3:
+                enc = model.encoder.reorder_encoder_out(enc, order)
+                model.decoder.reorder_incremental_state_scripting(state, order)
+                prev = prev.index_select(0, order)
+            logits, extra_out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+            want_logits = ref_logits if t >= 3 else full_forward(model, batch)[0]
+            assert (logits[:, 0] - want_logits[:, t]).abs().max() < 1e-5, f"step {t}"
+            attn = extra_out["attn"][0]
+            if ref_attn is None:
+                assert attn is None
+            else:
+                want_attn = ref_attn if t >= 3 else full_forward(model, batch)[1]
+                assert (attn[:, 0] - want_attn[:, t]).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("arch,extra", VARIANTS, ids=IDS)
+def test_padded_batch_equals_each_sentence_alone(arch, extra):
+    model, task = tiny(arch, *extra)
+    src_d, tgt_d = task.source_dictionary, task.target_dictionary
+    g = torch.Generator().manual_seed(3)
+    srcs = [torch.cat([torch.randint(4, len(src_d), (n,), generator=g), torch.tensor([2])]) for n in (8, 3, 5)]
+    tgts = [torch.cat([torch.randint(4, len(tgt_d), (n,), generator=g), torch.tensor([2])]) for n in (4, 6, 2)]
+    for left_pad in (True, False):
+        logits, attn = full_forward(model, collate(srcs, tgts, src_d, tgt_d, left_pad))
+        srclen = logits.new_zeros(0).new_tensor([len(s) for s in srcs]).long()
+        for i, (s, t) in enumerate(zip(srcs, tgts)):
+            one_logits, one_attn = full_forward(model, collate([s], [t], src_d, tgt_d, left_pad))
+            n = len(t)
+            assert (logits[i, :n] - one_logits[0]).abs().max() < 1e-5
+            if attn is not None:
+                m = int(srclen[i])
+                real = attn[i, :n, -m:] if left_pad else attn[i, :n, :m]
+                assert (real - one_attn[0]).abs().max() < 1e-5
+                assert real.sum().item() == pytest.approx(attn[i, :n].sum().item(), abs=1e-6)  # padding: 0
+
+
+def test_source_order_by_hand():
+    pad, eos = 1, 2
+    left = torch.tensor([[1, 1, 10, 11, 12, 2], [20, 21, 22, 23, 24, 2]])
+    order, length, start = source_order(left, pad, eos, reverse=True)
+    assert order.tolist() == [[4, 3, 2, 5, 0, 1], [4, 3, 2, 1, 0, 5]]
+    assert left.gather(1, order).tolist() == [[12, 11, 10, 2, 1, 1], [24, 23, 22, 21, 20, 2]]
+    assert length.tolist() == [4, 6] and start.tolist() == [2, 0]
+    right = torch.tensor([[10, 11, 12, 2, 1, 1]])
+    order, _, start = source_order(right, pad, eos, reverse=True)
+    assert order.tolist() == [[2, 1, 0, 3, 4, 5]] and start.tolist() == [0]
+    no_eos = torch.tensor([[1, 10, 11, 12]])
+    assert no_eos.gather(1, source_order(no_eos, pad, eos, True)[0]).tolist() == [[12, 11, 10, 1]]
+    with pytest.raises(ValueError, match="no tokens"):
+        source_order(torch.tensor([[1, 1]]), pad, eos, True)
+
+
+@pytest.mark.parametrize("arch", ["luong_global_general", "luong_global_dot", "luong_localm", "luong_localp"])
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_reverse_source_alignments_refer_to_original_positions(arch, left_pad):
+    """A model with --reverse-source on x must equal the same weights without reversal on
+    x reversed by hand; its attention over x's position p is the plain model's attention over
+    the mirrored position (EOS stays last). Local windows move with the original order, so
+    only global attention is compared position-for-position against the hand reversal."""
+    rev, task = tiny(arch, "--reverse-source")
+    plain, _ = tiny(arch)
+    plain.load_state_dict(rev.state_dict())
+    src_d, tgt_d = task.source_dictionary, task.target_dictionary
+    words = [torch.tensor([5, 6, 7, 8, 9]), torch.tensor([10, 11])]
+    eos = torch.tensor([src_d.eos()])
+    tgts = [torch.tensor([7, 8, 9, 2]), torch.tensor([5, 6, 2])]
+    originals = [torch.cat([w, eos]) for w in words]
+    reversed_by_hand = [torch.cat([w.flip(0), eos]) for w in words]
+    logits_r, attn_r = full_forward(rev, collate(originals, tgts, src_d, tgt_d, left_pad))
+    if arch.startswith("luong_global"):
+        logits_p, attn_p = full_forward(plain, collate(reversed_by_hand, tgts, src_d, tgt_d, left_pad))
+        assert torch.allclose(logits_r, logits_p, atol=1e-5)
+        S = attn_r.size(2)
+        for b, w in enumerate(words):
+            n = len(w) + 1
+            off = S - n if left_pad else 0
+            mirror = [off + (n - 2 - j if j < n - 1 else j) for j in range(n)]
+            assert torch.allclose(attn_r[b, :, off:off + n], attn_p[b, :, mirror], atol=1e-6)
+    else:
+        # local windows count positions in the original order: the window of local-m at
+        # step t covers original positions t-2..t+2 whatever the reversal
+        for b, w in enumerate(words):
+            n = len(w) + 1
+            S = attn_r.size(2)
+            off = S - n if left_pad else 0
+            if arch == "luong_localm":
+                for t in range(attn_r.size(1)):
+                    nz = (attn_r[b, t] > 0).nonzero().flatten().tolist()
+                    p = min(t, n - 1)
+                    assert nz == [off + s for s in range(max(0, p - 2), min(n - 1, p + 2) + 1)]
+            assert (attn_r[b, :, :off] == 0).all() and (attn_r[b, :, off + n:] == 0).all()
+
+
+ARCH_CLAIMS = {
+    "luong_base": dict(no_attention=True, no_input_feed=True),
+    "luong_global_dot": dict(attention_type="global", attention_score="dot"),
+    "luong_global_general": dict(attention_type="global", attention_score="general"),
+    "luong_global_concat": dict(attention_type="global", attention_score="concat"),
+    "luong_global_location": dict(attention_type="global", attention_score="location"),
+    "luong_localm": dict(attention_type="local_m", attention_score="general"),
+    "luong_localp": dict(attention_type="local_p", attention_score="general", local_window=10),
+    "luong_global_general_wmt_en_de": dict(
+        encoder_layers=4, decoder_layers=4, encoder_hidden_size=1000, decoder_hidden_size=1000,
+        encoder_embed_dim=1000, decoder_embed_dim=1000, dropout=0.2, reverse_source=True,
+        init_uniform=0.1, attention_type="global", attention_score="general"),
+    "luong_localp_wmt_en_de": dict(
+        encoder_layers=4, decoder_layers=4, decoder_hidden_size=1000, dropout=0.2,
+        reverse_source=True, no_input_feed=False, attention_type="local_p",
+        attention_score="general", local_window=10, init_uniform=0.1),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(ARCH_CLAIMS))
+def test_each_named_arch_sets_what_it_claims(arch):
+    from fairseq import options
+
+    from fairseq_luong.models.luong_lstm import LuongLSTMConfig
+    from tests.helpers import USER_DIR, dict_dir
+
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [dict_dir(), "--user-dir", USER_DIR, "--task", "translation", "--arch", arch],
+    )
+    cfg = LuongLSTMConfig.from_namespace(args)
+    for key, value in ARCH_CLAIMS[arch].items():
+        assert str(getattr(cfg, key)) == str(value), key
+    # and a command-line value still wins over the arch's
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [dict_dir(), "--user-dir", USER_DIR, "--task", "translation", "--arch", arch, "--dropout", "0.3"],
+    )
+    assert args.dropout == 0.3
+
+
+def test_paper_size_model_builds_with_paper_shapes():
+    model, _, _ = build_model("luong_localp_wmt_en_de")
+    dec = model.decoder
+    assert len(dec.layers) == 4 and dec.hidden_size == 1000
+    assert dec.layers[0].weight_ih_l0.shape == (4000, 2000)  # [emb; h~_{t-1}] input feeding
+    assert model.encoder.reverse_source
+    w = dec.layers[1].weight_hh_l0
+    assert w.abs().max() <= 0.1 and w.abs().max() > 0.09  # U[-0.1, 0.1]
+
+
+@pytest.mark.parametrize("arch,extra", VARIANTS, ids=IDS)
+def test_gradients_reach_every_parameter(arch, extra):
+    model, task = tiny(arch, *extra)
+    model.train()
+    batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 7, 7))
+    logits, _ = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])
+    F.cross_entropy(logits.transpose(1, 2), batch["target"]).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("arch,extra", VARIANTS, ids=IDS)
+def test_bf16_autocast_forward_backward_is_finite(arch, extra):
+    model, task = tiny(arch, *extra)
+    model.train()
+    batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 7, 7))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, _ = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])
+        loss = F.cross_entropy(logits.float().transpose(1, 2), batch["target"], ignore_index=1)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
