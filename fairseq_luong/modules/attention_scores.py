@@ -11,8 +11,9 @@ top of any of them (``luong_attention.py``):
   ``query`` is the top decoder layer's h_t for ``tgtlen`` steps at once,
   ``bsz x tgtlen x H``. ``keys`` is either ``bsz x srclen x K`` (global: the
   same memory for every step) or ``bsz x tgtlen x W x K`` (local: one window
-  per step). ``positions`` (sentence positions of the scored slots, used by
-  *location* only) is ``bsz x 1 x srclen`` or ``bsz x tgtlen x W``.
+  per step). ``positions`` (sentence positions of the scored slots) is
+  ``bsz x 1 x srclen`` or ``bsz x tgtlen x W``; global attention computes it
+  only for scores with ``uses_positions = True`` (*location*), else passes None.
   The result is ``bsz x tgtlen x N`` (N = srclen or W).
 
 Masking, softmax and the context vector live in the attention modules, not
@@ -112,6 +113,8 @@ class LocationScore(nn.Module):
     exactly zero weight (documented in the README; choose
     ``--location-max-len`` at least as long as your longest source).
     """
+
+    uses_positions = True
 
     def __init__(self, query_dim: int, max_len: int):
         super().__init__()

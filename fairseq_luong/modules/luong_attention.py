@@ -62,10 +62,12 @@ class GlobalAttention(nn.Module):
     def forward(
         self, query: Tensor, memory: SourceMemory, step0: int, need_weights: bool
     ) -> Tuple[Tensor, Optional[Tensor]]:
-        srclen = memory.values.size(1)
-        # sentence positions of the padded slots (negative on left padding)
-        positions = torch.arange(srclen, device=query.device).unsqueeze(0) - memory.start.unsqueeze(1)
-        positions = positions.clamp(min=0).unsqueeze(1)  # bsz x 1 x srclen
+        positions = None
+        if getattr(self.score, "uses_positions", False):
+            srclen = memory.values.size(1)
+            # sentence positions of the padded slots (negative on left padding)
+            positions = torch.arange(srclen, device=query.device).unsqueeze(0) - memory.start.unsqueeze(1)
+            positions = positions.clamp(min=0).unsqueeze(1)  # bsz x 1 x srclen
         scores = self.score(query, memory.keys, positions)  # bsz x tgtlen x srclen
         align = masked_softmax(scores, memory.padding_mask.unsqueeze(1))
         # bsz x tgtlen x srclen @ bsz x srclen x C -> bsz x tgtlen x C

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Cost of local-p vs global attention as the source grows (Luong et al. 2015, section 3.2).
+
+For source lengths 25, 100, 400, 1600 it times, in the same run and alternating the
+two systems, (a) one incremental decoder step for a batch of sentences (encoder and
+first step excluded) and (b) beam-5 generation of a fixed number of target words per
+sentence with fairseq's SequenceGenerator (encoder included), for
+``luong_global_general`` and ``luong_localp`` (general score) of equal size, and
+prints the local/global time ratio per length. Local attention scores 2D+1 window
+slots per step, so its step time should stay flat in S while global grows.
+
+Usage: python scripts/benchmark_attention.py [--lengths 25 100 400 1600] [--hidden 256]
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build(arch, hidden, layers, vocab, window):
+    from fairseq import options, tasks
+    from fairseq.data import Dictionary
+
+    ddir = tempfile.mkdtemp(prefix="bench_dicts_")
+    d = Dictionary()
+    for i in range(vocab):
+        d.add_symbol(f"w{i}")
+    d.save(os.path.join(ddir, "dict.src.txt"))
+    d.save(os.path.join(ddir, "dict.tgt.txt"))
+    argv = [ddir, "--user-dir", os.path.join(REPO, "fairseq_luong"), "--task", "translation",
+            "-s", "src", "-t", "tgt", "--arch", arch,
+            "--encoder-embed-dim", str(hidden), "--encoder-hidden-size", str(hidden),
+            "--decoder-embed-dim", str(hidden), "--decoder-hidden-size", str(hidden),
+            "--encoder-layers", str(layers), "--decoder-layers", str(layers),
+            "--local-window", str(window), "--max-source-positions", "100000"]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    task = tasks.setup_task(args)
+    torch.manual_seed(0)
+    model = task.build_model(args).eval()
+    model.decoder.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
+    return model, task
+
+
+def src_batch(task, bsz, srclen, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    d = task.source_dictionary
+    src = torch.randint(d.nspecial, len(d), (bsz, srclen), generator=g)
+    src[:, -1] = d.eos()
+    return src, torch.full((bsz,), srclen, dtype=torch.long)
+
+
+@torch.no_grad()
+def time_decoder_step(model, task, srclen, bsz, steps):
+    src, lengths = src_batch(task, bsz, srclen)
+    enc = model.encoder(src, lengths)
+    state = {}
+    prev = torch.full((bsz, 1), task.target_dictionary.eos(), dtype=torch.long)
+    model.decoder(prev, encoder_out=enc, incremental_state=state)  # first step: keys cached
+    t0 = time.perf_counter()
+    for t in range(steps):
+        prev = torch.cat([prev, torch.full((bsz, 1), 5 + t % 7, dtype=torch.long)], 1)
+        model.decoder(prev, encoder_out=enc, incremental_state=state)
+    return (time.perf_counter() - t0) / steps
+
+
+@torch.no_grad()
+def time_generation(model, task, srclen, n_sent, out_len):
+    from fairseq.sequence_generator import SequenceGenerator
+
+    gen = SequenceGenerator([model], task.target_dictionary, beam_size=5,
+                            max_len_a=0, max_len_b=out_len, min_len=out_len)
+    src, lengths = src_batch(task, n_sent, srclen, seed=1)
+    t0 = time.perf_counter()
+    for i in range(n_sent):
+        gen.forward({"net_input": {"src_tokens": src[i:i + 1], "src_lengths": lengths[i:i + 1]}})
+    return (time.perf_counter() - t0) / n_sent
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[25, 100, 400, 1600])
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--window", type=int, default=10, help="D of local-p")
+    parser.add_argument("--batch", type=int, default=32, help="sentences per decoder step")
+    parser.add_argument("--steps", type=int, default=30, help="timed decoder steps")
+    parser.add_argument("--sentences", type=int, default=4, help="sentences generated per length")
+    parser.add_argument("--out-len", type=int, default=30, help="target words generated")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating repetitions (median)")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    systems = {name: build(name, args.hidden, args.layers, args.vocab, args.window)
+               for name in ("luong_global_general", "luong_localp")}
+    print(f"# {args.layers} x {args.hidden} LSTM, vocab {args.vocab}, D = {args.window}, "
+          f"{args.threads} threads; medians of {args.repeats} alternating runs", file=sys.stderr)
+    header = (f"| S | global step ms | local-p step ms | local/global | "
+              f"global beam-5 s/sent | local-p beam-5 s/sent | local/global |")
+    print(header)
+    print("|" + "---|" * 7)
+    for name, (model, task) in systems.items():  # warm-up
+        time_decoder_step(model, task, args.lengths[0], args.batch, 3)
+    for srclen in args.lengths:
+        step = {k: [] for k in systems}
+        gen = {k: [] for k in systems}
+        for _ in range(args.repeats):
+            for name, (model, task) in systems.items():  # alternate the systems
+                step[name].append(time_decoder_step(model, task, srclen, args.batch, args.steps))
+                gen[name].append(time_generation(model, task, srclen, args.sentences, args.out_len))
+        sg, sl = (statistics.median(step[k]) for k in systems)
+        gg, gl = (statistics.median(gen[k]) for k in systems)
+        print(f"| {srclen} | {sg * 1e3:.2f} | {sl * 1e3:.2f} | {sl / sg:.2f} | "
+              f"{gg:.3f} | {gl:.3f} | {gl / gg:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
