@@ -1,0 +1,223 @@
+"""Transformer with a choice of positions on each side, including perSPE.
+
+Oka, Tanaka & Nagata (NLP2022, "英日翻訳のための Positional Encoding を用いた
+正則化手法") perturb the decoder's sinusoidal positions during training by one
+random integer offset per target phrase (eq. 3-4). This model is fairseq's
+``TransformerModel`` with its encoder and decoder built by our factory
+methods, each taking ``--encoder-pos`` / ``--decoder-pos`` from:
+
+* ``spe``    fairseq's sinusoidal positions (Vaswani et al. 2017);
+* ``none``   no positions at all;
+* ``rpe``    no absolute positions; every self-attention adds a learned T5
+  bias per head and relative-position bucket to its logits (Table 1's RPE);
+* ``perspe`` sinusoidal positions that the ``perspe_label_smoothed_cross_entropy``
+  criterion perturbs in training (plain SPE in validation and generation).
+
+The criterion hands the offsets to :meth:`TransformerPerSPEModel.forward` as
+``src_position_offsets`` / ``tgt_position_offsets`` (bsz x len, aligned with
+``src_tokens`` / ``prev_output_tokens``).
+"""
+import contextlib
+from typing import Optional
+
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoderBase,
+    TransformerEncoderBase,
+    TransformerModel,
+)
+from fairseq.models.transformer import base_architecture as transformer_base_architecture
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from torch import Tensor
+
+from ..modules.perspe_relative_decoder_layer import RelativePositionDecoderLayer
+from ..modules.perspe_relative_encoder_layer import RelativePositionEncoderLayer
+from ..modules.perspe_sinusoidal_positional_embedding import (
+    PerturbedSinusoidalPositionalEmbedding,
+)
+
+POSITION_CHOICES = ("spe", "none", "rpe", "perspe")
+
+
+@register_model("transformer_perspe")
+class TransformerPerSPEModel(TransformerModel):
+    """Transformer whose encoder and decoder positions are spe | none | rpe | perspe."""
+
+    @staticmethod
+    def add_args(parser):
+        """Add model-specific arguments to the parser."""
+        # no defaults here: the named architectures set them (fairseq idiom)
+        TransformerModel.add_args(parser)
+        parser.add_argument("--encoder-pos", choices=POSITION_CHOICES,
+                            help="source positions: spe (sinusoidal), none, rpe "
+                                 "(T5 relative bias) or perspe (sinusoidal, "
+                                 "perturbed in training by the perspe criterion)")
+        parser.add_argument("--decoder-pos", choices=POSITION_CHOICES,
+                            help="target positions, same choices as --encoder-pos")
+        parser.add_argument("--rpe-num-buckets", type=int, metavar="N",
+                            help="relative-position buckets per rpe attention "
+                                 "(encoder: half before, half after the query)")
+        parser.add_argument("--rpe-max-distance", type=int, metavar="N",
+                            help="rpe distances from N on share the last bucket")
+
+    @classmethod
+    def build_model(cls, args, task):
+        """Build a new model instance."""
+        # make sure all arguments are present in older models
+        base_architecture(args)
+        for side in ("encoder", "decoder"):
+            if getattr(args, f"{side}_pos") not in POSITION_CHOICES:
+                raise ValueError(
+                    f"--{side}-pos must be one of {', '.join(POSITION_CHOICES)}"
+                )
+            if getattr(args, f"{side}_learned_pos", False):
+                raise ValueError(
+                    f"transformer_perspe sets positions with --{side}-pos; "
+                    f"--{side}-learned-pos is not supported"
+                )
+        if args.no_token_positional_embeddings:
+            raise ValueError(
+                "transformer_perspe: use --encoder-pos none --decoder-pos none "
+                "instead of --no-token-positional-embeddings"
+            )
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return PerSPETransformerEncoder(cfg, src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return PerSPETransformerDecoder(
+            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
+        )
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+        src_position_offsets: Optional[Tensor] = None,
+        tgt_position_offsets: Optional[Tensor] = None,
+    ):
+        """fairseq's Transformer forward; positions may be perturbed.
+
+        ``src_position_offsets`` (bsz x src_len, aligned with ``src_tokens``)
+        and ``tgt_position_offsets`` (bsz x tgt_len, aligned with
+        ``prev_output_tokens``) are integer offsets added to the positions of
+        a perspe side (Oka et al. 2022, eq. 3-4); None keeps plain positions.
+        """
+        with perturbed_positions(self.encoder, src_position_offsets, "encoder"), \
+                perturbed_positions(self.decoder, tgt_position_offsets, "decoder"):
+            return super().forward(
+                src_tokens,
+                src_lengths,
+                prev_output_tokens,
+                return_all_hiddens=return_all_hiddens,
+                features_only=features_only,
+                alignment_layer=alignment_layer,
+                alignment_heads=alignment_heads,
+            )
+
+
+def perturbed_positions(module, offsets: Optional[Tensor], side: str):
+    """A context in which ``module``'s perSPE positions get ``offsets``."""
+    if offsets is None:
+        return contextlib.nullcontext()
+    if not module.perturbs_positions:
+        raise ValueError(
+            f"position offsets were given for the {side}, whose positions are "
+            f"not perspe (--{side}-pos {module.pos})"
+        )
+    return module.embed_positions.perturbed(offsets)
+
+
+def build_positions(pos, max_positions, embed_dim, padding_idx, default):
+    """The ``embed_positions`` module for one side; ``default`` is fairseq's SPE."""
+    if pos == "spe":
+        return default
+    if pos == "perspe":
+        return PerturbedSinusoidalPositionalEmbedding(
+            embed_dim, padding_idx, init_size=max_positions + padding_idx + 1
+        )
+    return None  # none, rpe: no absolute positions
+
+
+def wrap_layer(layer, cfg):
+    """What fairseq's ``build_{encoder,decoder}_layer`` do to a fresh layer."""
+    checkpoint = cfg.checkpoint_activations
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    min_params_to_wrap = cfg.min_params_to_wrap if not checkpoint else 0
+    return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+
+
+class PerSPETransformerEncoder(TransformerEncoderBase):
+    """fairseq's encoder with positions chosen by ``--encoder-pos``."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
+        super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
+        self.pos = cfg.encoder_pos
+        self.perturbs_positions = self.pos == "perspe"
+        self.embed_positions = build_positions(
+            self.pos, cfg.max_source_positions, embed_tokens.embedding_dim,
+            self.padding_idx, default=self.embed_positions,
+        )
+
+    def build_encoder_layer(self, cfg):
+        if cfg.encoder_pos != "rpe":
+            return super().build_encoder_layer(cfg)
+        return wrap_layer(RelativePositionEncoderLayer(cfg, return_fc=self.return_fc), cfg)
+
+
+class PerSPETransformerDecoder(TransformerDecoderBase):
+    """fairseq's decoder with positions chosen by ``--decoder-pos``."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False,
+                 output_projection=None):
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
+                         output_projection=output_projection)
+        self.pos = cfg.decoder_pos
+        self.perturbs_positions = self.pos == "perspe"
+        self.embed_positions = build_positions(
+            self.pos, cfg.max_target_positions, self.embed_dim,
+            self.padding_idx, default=self.embed_positions,
+        )
+
+    def build_decoder_layer(self, cfg, no_encoder_attn=False):
+        if cfg.decoder_pos != "rpe":
+            return super().build_decoder_layer(cfg, no_encoder_attn)
+        return wrap_layer(RelativePositionDecoderLayer(cfg, no_encoder_attn), cfg)
+
+
+# architectures
+
+
+@register_model_architecture("transformer_perspe", "transformer_perspe")
+def base_architecture(args):
+    """Vaswani et al. (2017) base sizes, SPE encoder, perSPE decoder (Oka et al. 2022)."""
+    args.encoder_pos = getattr(args, "encoder_pos", "spe")
+    args.decoder_pos = getattr(args, "decoder_pos", "perspe")
+    args.rpe_num_buckets = getattr(args, "rpe_num_buckets", 32)
+    args.rpe_max_distance = getattr(args, "rpe_max_distance", 128)
+    transformer_base_architecture(args)
+
+
+@register_model_architecture("transformer_perspe", "transformer_perspe_tiny")
+def transformer_perspe_tiny(args):
+    """For tests: fairseq's transformer_tiny sizes."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 64)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 2)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 2)
+    base_architecture(args)

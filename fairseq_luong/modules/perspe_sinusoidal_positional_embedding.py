@@ -1,0 +1,98 @@
+"""Sinusoidal positions that can be perturbed: perSPE (Oka, Tanaka & Nagata, NLP2022).
+
+perSPE adds, during training only, an integer offset ``per`` to each token's
+position before taking the sinusoid (eq. 3-4). Plain calls are exactly
+fairseq's :class:`SinusoidalPositionalEmbedding` (same table, same
+incremental path), so a perSPE model translates like an SPE one.
+"""
+import contextlib
+import math
+from typing import Any, Optional
+
+import torch
+from fairseq import utils
+from fairseq.modules import SinusoidalPositionalEmbedding
+from torch import Tensor
+
+
+def perturbed_sinusoid(positions: Tensor, embedding_dim: int) -> Tensor:
+    """perSPE(pos, 2i) = sin((pos + per) / 10000^(2i/d)), perSPE(pos, 2i+1) = cos(...).
+
+    Oka, Tanaka & Nagata (NLP2022), eq. 3-4, laid out as fairseq's
+    ``SinusoidalPositionalEmbedding.get_embedding`` lays out eq. 1-2 (the
+    tensor2tensor variant: all sines, then all cosines, frequencies
+    10000^(-i/(d/2-1))), so that integer positions give exactly fairseq's rows.
+
+    ``positions`` holds pos + per (any shape, any integer or float values:
+    a perturbed position may be 0 or negative, and is *not* looked up in the
+    table, whose ``padding_idx`` row is all zeros). Returns
+    ``positions.shape + (embedding_dim,)`` in float32.
+    """
+    half_dim = embedding_dim // 2
+    step = math.log(10000) / (half_dim - 1)
+    freqs = torch.exp(
+        torch.arange(half_dim, dtype=torch.float, device=positions.device) * -step
+    )  # half_dim
+    angles = positions.float().unsqueeze(-1) * freqs  # *positions.shape x half_dim
+    emb = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)  # ... x 2*half_dim
+    if embedding_dim % 2 == 1:
+        emb = torch.cat([emb, emb.new_zeros(emb.shape[:-1] + (1,))], dim=-1)
+    return emb
+
+
+class PerturbedSinusoidalPositionalEmbedding(SinusoidalPositionalEmbedding):
+    """fairseq's sinusoidal positions, plus perturbed positions on request.
+
+    Inside ``with module.perturbed(offsets):`` each real token's position
+    ``padding_idx + 1 + t`` becomes ``padding_idx + 1 + t + offsets[b, t]``
+    and its embedding is computed by :func:`perturbed_sinusoid`; padding keeps
+    a zero vector. ``offsets`` is ``bsz x seqlen``, aligned with the input
+    tokens (left or right padded alike). Outside the context, and whenever
+    ``offsets`` is None, ``forward`` is fairseq's own.
+
+    The context exists because fairseq's encoder and decoder call
+    ``embed_positions(tokens, incremental_state=...)`` deep inside their
+    forwards; it lets us perturb positions without copying those forwards.
+    The offsets live only for the duration of one forward call. Unlike
+    fairseq's class, ``forward`` honours an explicit ``positions`` argument.
+    """
+
+    def __init__(self, embedding_dim, padding_idx, init_size=1024, auto_expand=True):
+        super().__init__(embedding_dim, padding_idx, init_size, auto_expand)
+        self._offsets: Optional[Tensor] = None
+
+    @contextlib.contextmanager
+    def perturbed(self, offsets: Optional[Tensor]):
+        self._offsets = offsets
+        try:
+            yield self
+        finally:
+            self._offsets = None
+
+    def forward(
+        self,
+        input,
+        incremental_state: Optional[Any] = None,
+        timestep: Optional[Tensor] = None,
+        positions: Optional[Any] = None,
+    ):
+        offsets = self._offsets
+        if offsets is None and positions is None:
+            return super().forward(input, incremental_state, timestep)
+        if incremental_state is not None:
+            raise ValueError(
+                "perturbed positions are a training-time, full-sequence input; "
+                "incremental decoding uses plain positions"
+            )
+        if positions is None:
+            positions = utils.make_positions(input, self.padding_idx)  # bsz x seqlen
+        if offsets is not None:
+            if offsets.shape != input.shape:
+                raise ValueError(
+                    f"position offsets of shape {tuple(offsets.shape)} do not match "
+                    f"the tokens' shape {tuple(input.shape)}"
+                )
+            positions = positions + offsets  # bsz x seqlen
+        emb = perturbed_sinusoid(positions, self.embedding_dim)  # bsz x seqlen x dim
+        pad = input.eq(self.padding_idx).unsqueeze(-1)  # bsz x seqlen x 1
+        return emb.masked_fill(pad, 0.0).detach()

@@ -1,0 +1,195 @@
+"""perspe_label_smoothed_cross_entropy: how offsets are drawn and where they go."""
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq import options, tasks
+from fairseq.data import Dictionary, data_utils
+
+REPO = Path(__file__).resolve().parents[1]
+USER_DIR = str(REPO / "fairseq_luong")
+
+# phrase ids of three target sentences (the last id is </s>'s own)
+CHUNKS = [[0, 0, 1, 1, 1, 2, 3], [0, 1, 1, 2], [0, 0, 0, 0, 1]]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models: one thread beats two contending ones."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("perspe_criterion_dicts")
+    for lang in ("en", "ja"):
+        d = Dictionary()
+        for i in range(30):
+            d.add_symbol(f"{lang}{i}")
+        d.finalize(padding_factor=1)
+        d.save(str(path / f"dict.{lang}.txt"))
+    return str(path)
+
+
+def build(data_dir, *extra, encoder_pos="spe", decoder_pos="perspe"):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        data_dir, "--user-dir", USER_DIR, "--task", "translation_chunks", "-s", "en", "-t", "ja",
+        "--arch", "transformer_perspe_tiny", "--encoder-pos", encoder_pos,
+        "--decoder-pos", decoder_pos, "--criterion", "perspe_label_smoothed_cross_entropy",
+        "--label-smoothing", "0.1", *extra])
+    torch.manual_seed(0)
+    task = tasks.setup_task(args)
+    return task.build_model(args), task.build_criterion(args), task
+
+
+def make_sample(task, chunks=CHUNKS, left_pad_target=False, seed=0):
+    """A batch as TargetChunksDataset collates it: target_chunks aligned with target."""
+    src_d, tgt_d = task.source_dictionary, task.target_dictionary
+    g = torch.Generator().manual_seed(seed)
+    tgts = [torch.cat([torch.randint(tgt_d.nspecial, len(tgt_d), (len(c) - 1,), generator=g),
+                       torch.tensor([tgt_d.eos()])]) for c in chunks]
+    srcs = [torch.cat([torch.randint(src_d.nspecial, len(src_d), (n,), generator=g),
+                       torch.tensor([src_d.eos()])]) for n in (4, 6, 2)[:len(chunks)]]
+
+    def pad(seqs, value, left, **kw):
+        return data_utils.collate_tokens(seqs, value, tgt_d.eos(), left_pad=left, **kw)
+
+    return {
+        "id": torch.arange(len(chunks)),
+        "nsentences": len(chunks),
+        "ntokens": sum(len(c) for c in chunks),
+        "net_input": {
+            "src_tokens": pad(srcs, src_d.pad(), True),
+            "src_lengths": torch.tensor([len(s) for s in srcs]),
+            "prev_output_tokens": pad(tgts, tgt_d.pad(), left_pad_target, move_eos_to_beginning=True),
+        },
+        "target": pad(tgts, tgt_d.pad(), left_pad_target),
+        "target_chunks": pad([torch.tensor(c) for c in chunks], -1, left_pad_target),
+    }
+
+
+def decoder_offsets(criterion, model, sample):
+    return criterion.position_offsets(model, sample)["tgt_position_offsets"]
+
+
+@pytest.mark.parametrize("left_pad_target", [False, True])
+def test_one_offset_per_phrase_and_none_for_bos(data_dir, left_pad_target):
+    model, criterion, task = build(data_dir, "--perturb-range", "2")
+    sample = make_sample(task, left_pad_target=left_pad_target)
+    prev = sample["net_input"]["prev_output_tokens"]
+    eos, pad = task.target_dictionary.eos(), task.target_dictionary.pad()
+    for _ in range(20):
+        offsets = decoder_offsets(criterion, model, sample)
+        assert offsets.shape == prev.shape
+        assert offsets.abs().max() <= 2
+        assert offsets[prev.eq(eos) | prev.eq(pad)].eq(0).all()  # BOS and padding
+        for row, chunks in enumerate(CHUNKS):
+            real = offsets[row][prev[row].ne(pad)]  # BOS, then target tokens 1..n-1
+            assert real[0] == 0
+            for t in range(1, len(chunks)):  # decoder input t holds target token t - 1
+                for u in range(1, len(chunks)):
+                    if chunks[t - 1] == chunks[u - 1]:
+                        assert real[t] == real[u]
+
+
+def test_offsets_are_uniform_over_the_range(data_dir):
+    model, criterion, task = build(data_dir, "--perturb-range", "2")
+    chunks = [list(range(40)) + [40]] * 3  # 40 one-token phrases a sentence
+    sample = make_sample(task, chunks=chunks)
+    torch.manual_seed(1)
+    draws = torch.cat([decoder_offsets(criterion, model, sample)[:, 1:-1].reshape(-1)
+                       for _ in range(100)])  # 11700 phrase offsets
+    freqs = torch.bincount(draws + 2, minlength=5).float() / len(draws)
+    assert len(freqs) == 5  # nothing outside [-2, 2]
+    assert (freqs - 0.2).abs().max() < 0.02, freqs
+
+
+def test_new_offsets_each_time_a_sentence_is_seen(data_dir):
+    """fairseq reseeds torch with seed + update number, so each epoch draws anew."""
+    model, criterion, task = build(data_dir)
+    sample = make_sample(task, chunks=[list(range(30)) + [30]])
+    torch.manual_seed(1 + 10)  # update 10, in epoch 1
+    first = decoder_offsets(criterion, model, sample)
+    torch.manual_seed(1 + 25)  # update 25, the same sentence in epoch 2
+    second = decoder_offsets(criterion, model, sample)
+    assert not torch.equal(first, second)
+
+
+def spy_on_forward(model):
+    seen = []
+    forward = model.forward
+
+    def spy(*args, **kwargs):
+        seen.append({k: kwargs.get(k) for k in ("src_position_offsets", "tgt_position_offsets")})
+        return forward(*args, **kwargs)
+
+    model.forward = spy
+    return seen
+
+
+def test_offsets_in_training_only(data_dir):
+    model, criterion, task = build(data_dir)
+    seen = spy_on_forward(model)
+    sample = make_sample(task)
+    model.train()
+    loss, _, _ = criterion(model, sample)
+    assert torch.isfinite(loss)
+    assert seen[-1]["tgt_position_offsets"] is not None and seen[-1]["src_position_offsets"] is None
+    model.eval()
+    with torch.no_grad():
+        criterion(model, sample)  # validation
+    assert seen[-1] == {"src_position_offsets": None, "tgt_position_offsets": None}
+
+
+def test_validation_loss_is_unperturbed(data_dir):
+    model, criterion, task = build(data_dir)
+    sample = make_sample(task)
+    model.eval()
+    with torch.no_grad():
+        losses = {criterion(model, sample)[0].item() for _ in range(3)}
+    assert len(losses) == 1
+
+
+def test_token_mode_draws_every_token_independently(data_dir):
+    model, criterion, task = build(data_dir, "--perturb-unit", "token", "--perturb-range", "1")
+    sample = make_sample(task, chunks=[[0] * 30 + [1]])  # one 30-token phrase
+    del sample["target_chunks"]  # token mode needs no chunk files
+    offsets = decoder_offsets(criterion, model, sample)[0]
+    assert offsets[0] == 0  # BOS
+    assert len(set(offsets[1:].tolist())) == 3  # phrase mode would give one value
+
+
+def test_phrase_mode_needs_chunk_ids(data_dir):
+    model, criterion, task = build(data_dir)
+    sample = make_sample(task)
+    del sample["target_chunks"]
+    model.train()
+    with pytest.raises(ValueError, match="translation_chunks"):
+        criterion(model, sample)
+
+
+def test_source_side_gets_token_offsets(data_dir):
+    model, criterion, task = build(data_dir, "--perturb-range", "3", encoder_pos="perspe",
+                                   decoder_pos="spe")
+    sample = make_sample(task)
+    offsets = criterion.position_offsets(model, sample)
+    assert set(offsets) == {"src_position_offsets"}
+    src = sample["net_input"]["src_tokens"]
+    assert offsets["src_position_offsets"][src.eq(task.source_dictionary.pad())].eq(0).all()
+    assert offsets["src_position_offsets"].abs().max() <= 3
+
+
+def test_model_without_perturbable_positions_is_refused(data_dir):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        data_dir, "--user-dir", USER_DIR, "--task", "translation_chunks", "-s", "en", "-t", "ja",
+        "--arch", "transformer_tiny", "--criterion", "perspe_label_smoothed_cross_entropy"])
+    task = tasks.setup_task(args)
+    model, criterion = task.build_model(args), task.build_criterion(args)
+    model.train()
+    with pytest.raises(ValueError, match="transformer_perspe"):
+        criterion(model, make_sample(task))

@@ -1,0 +1,256 @@
+"""transformer_perspe: perturbed sinusoids, relative position bias, incremental decoding."""
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq import options, tasks
+from fairseq.data import Dictionary, data_utils
+from fairseq.modules import SinusoidalPositionalEmbedding
+from fairseq.sequence_generator import SequenceGenerator
+
+from fairseq_luong.modules.perspe_sinusoidal_positional_embedding import (
+    PerturbedSinusoidalPositionalEmbedding,
+    perturbed_sinusoid,
+)
+from fairseq_luong.modules.relative_position_bias import RelativePositionBias
+
+REPO = Path(__file__).resolve().parents[1]
+USER_DIR = str(REPO / "fairseq_luong")
+POSITIONS = ["spe", "none", "rpe", "perspe"]
+COMBINATIONS = list(itertools.product(POSITIONS, POSITIONS))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models: one thread beats two contending ones."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """A data directory holding only dict.en.txt and dict.ja.txt."""
+    path = tmp_path_factory.mktemp("perspe_dicts")
+    for lang, n in (("en", 20), ("ja", 23)):
+        d = Dictionary()
+        for i in range(n):
+            d.add_symbol(f"{lang}{i}")
+        d.finalize(padding_factor=1)
+        d.save(str(path / f"dict.{lang}.txt"))
+    return str(path)
+
+
+def build(data_dir, *extra, arch="transformer_perspe_tiny", seed=1):
+    """Model, task and args exactly as fairseq-train builds them from these words."""
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        data_dir, "--user-dir", USER_DIR, "--task", "translation_chunks", "-s", "en", "-t", "ja",
+        "--arch", arch, "--criterion", "perspe_label_smoothed_cross_entropy", *extra])
+    torch.manual_seed(seed)
+    task = tasks.setup_task(args)
+    model = task.build_model(args)
+    for module in model.modules():  # make relative biases big enough to matter
+        if isinstance(module, RelativePositionBias):
+            torch.nn.init.normal_(module.relative_attention_bias.weight, std=1.0)
+    return model.eval(), task, args
+
+
+def sentences(d, lengths, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.cat([torch.randint(d.nspecial, len(d), (n - 1,), generator=g),
+                       torch.tensor([d.eos()])]) for n in lengths]
+
+
+def batch(task, src_lengths=(7, 5, 3), tgt_lengths=(6, 6, 6), seed=0):
+    """A left-padded source / right-padded target batch, as fairseq's collater makes it."""
+    src_d, tgt_d = task.source_dictionary, task.target_dictionary
+    srcs, tgts = sentences(src_d, src_lengths, seed), sentences(tgt_d, tgt_lengths, seed + 1)
+    return {
+        "net_input": {
+            "src_tokens": data_utils.collate_tokens(srcs, src_d.pad(), left_pad=True),
+            "src_lengths": torch.tensor(src_lengths),
+            "prev_output_tokens": data_utils.collate_tokens(
+                tgts, tgt_d.pad(), tgt_d.eos(), left_pad=False, move_eos_to_beginning=True),
+        },
+        "target": data_utils.collate_tokens(tgts, tgt_d.pad(), left_pad=False),
+    }
+
+
+# perSPE positions (Oka et al. 2022, eq. 3-4)
+
+@pytest.mark.parametrize("dim", [16, 15])
+def test_sinusoid_of_integer_positions_is_fairseqs_table(dim):
+    table = SinusoidalPositionalEmbedding.get_embedding(40, dim)  # no padding row
+    torch.testing.assert_close(perturbed_sinusoid(torch.arange(40), dim), table, rtol=0, atol=1e-6)
+
+
+def test_perturbed_positions_never_hit_the_padding_row():
+    pad = 1
+    module = PerturbedSinusoidalPositionalEmbedding(8, pad, init_size=20)
+    tokens = torch.tensor([[5, 6, 7, 8], [pad, pad, 6, 7]])  # the second is left-padded
+    offsets = torch.tensor([[-1, -3, 2, 0], [0, 0, -1, 1]])
+    with module.perturbed(offsets):
+        emb = module(tokens)  # 2 x 4 x 8
+    # plain positions are pad + 1 + t: 2 3 4 5 and -, -, 2, 3
+    want = perturbed_sinusoid(torch.tensor([[1, 0, 6, 5], [0, 0, 1, 4]]), 8)
+    torch.testing.assert_close(emb[0], want[0])
+    torch.testing.assert_close(emb[1, 2:], want[1, 2:])
+    assert emb[0, 0].abs().sum() > 0  # position 1 == padding_idx, yet not the zero row
+    assert emb[1, :2].abs().sum() == 0  # padding stays zero
+    assert module._offsets is None  # offsets live for one call only
+
+
+def test_plain_calls_are_fairseqs_sinusoids():
+    module = PerturbedSinusoidalPositionalEmbedding(8, 1, init_size=20)
+    reference = SinusoidalPositionalEmbedding(8, 1, init_size=20)
+    tokens = torch.tensor([[1, 1, 6, 7], [5, 6, 7, 8]])
+    assert torch.equal(module(tokens), reference(tokens))
+    with module.perturbed(torch.zeros_like(tokens)):
+        torch.testing.assert_close(module(tokens), reference(tokens), rtol=0, atol=1e-6)
+    state = {}
+    assert torch.equal(module(tokens, incremental_state=state), reference(tokens, incremental_state=state))
+
+
+# relative position bias (T5; the RPE of Oka et al. 2022, Table 1)
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_bias_depends_only_on_relative_position(bidirectional):
+    torch.manual_seed(0)
+    rpb = RelativePositionBias(3, num_buckets=8, max_distance=20, bidirectional=bidirectional)
+    torch.nn.init.normal_(rpb.relative_attention_bias.weight)
+    small, big = rpb(5, 5), rpb(7, 7)  # heads x q x k
+    torch.testing.assert_close(small, big[:, 2:, 2:])
+    torch.testing.assert_close(small, big[:, :5, :5])
+    for i, j in itertools.product(range(5), range(5)):
+        m = min(i, j)  # (i, j) and (i - m, j - m) are equally far apart
+        torch.testing.assert_close(small[:, i, j], small[:, i - m, j - m])
+    # one incremental step: the query is the newest position
+    torch.testing.assert_close(rpb(1, 7)[:, 0], big[:, 6])
+
+
+def test_buckets_are_t5s():
+    def bucket(rel, bidirectional):
+        rpb = RelativePositionBias(1, 32, 128, bidirectional=bidirectional)
+        return rpb.bucket(torch.tensor(rel)).tolist()
+
+    # bidirectional: 16 buckets a side, exact below 8, then log-spaced up to 128:
+    # 8 + int(log(40 / 8) / log(128 / 8) * 8) = 8 + 4
+    assert bucket([0, -1, -7, -8, -40, -200], True) == [0, 1, 7, 8, 12, 15]
+    assert bucket([1, 7, 8, 40, 200], True) == [17, 23, 24, 28, 31]
+    # causal: 32 buckets for keys at or before the query, exact below 16:
+    # 16 + int(log(40 / 16) / log(128 / 16) * 16) = 16 + 7
+    assert bucket([0, -15, -16, -40, -200, 3], False) == [0, 15, 16, 23, 31, 0]
+
+
+@pytest.mark.parametrize("encoder_pos", POSITIONS)
+def test_shifting_inside_padding_changes_nothing(data_dir, encoder_pos):
+    model, task, _ = build(data_dir, "--encoder-pos", encoder_pos, "--decoder-pos", "rpe")
+    d = task.source_dictionary
+    sent = sentences(d, [4], seed=3)[0]
+    long = sentences(d, [6], seed=4)[0]
+    pad = torch.full((2,), d.pad())
+    shifted = torch.stack([torch.cat([pad, sent]), long])  # 2 x 6, sent left-padded by 2
+    alone = sent.unsqueeze(0)
+    with torch.no_grad():
+        out_shifted = model.encoder(shifted, torch.tensor([4, 6]))["encoder_out"][0]
+        out_alone = model.encoder(alone, torch.tensor([4]))["encoder_out"][0]
+    torch.testing.assert_close(out_shifted[2:, 0], out_alone[:, 0], rtol=1e-5, atol=1e-5)
+
+
+# the model
+
+def test_named_architectures_set_what_they_claim(data_dir):
+    _, _, args = build(data_dir, arch="transformer_perspe")
+    assert (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_layers,
+            args.encoder_attention_heads, args.decoder_layers) == (512, 2048, 6, 8, 6)
+    assert (args.encoder_pos, args.decoder_pos) == ("spe", "perspe")
+    assert (args.rpe_num_buckets, args.rpe_max_distance) == (32, 128)
+    model, _, args = build(data_dir)
+    assert (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_layers,
+            args.decoder_attention_heads) == (64, 64, 2, 2)
+    assert isinstance(model.decoder.embed_positions, PerturbedSinusoidalPositionalEmbedding)
+    assert type(model.encoder.embed_positions) is SinusoidalPositionalEmbedding
+    _, _, args = build(data_dir, "--decoder-pos", "rpe", "--rpe-num-buckets", "8")
+    assert (args.decoder_pos, args.rpe_num_buckets) == ("rpe", 8)
+
+
+@pytest.mark.parametrize("encoder_pos,decoder_pos", COMBINATIONS)
+def test_incremental_decoding_equals_full_forward(data_dir, encoder_pos, decoder_pos):
+    model, task, _ = build(data_dir, "--encoder-pos", encoder_pos, "--decoder-pos", decoder_pos)
+    net_input = batch(task)["net_input"]
+    prev = net_input["prev_output_tokens"]  # 3 x 6, no padding
+    with torch.no_grad():
+        encoder_out = model.encoder(net_input["src_tokens"], net_input["src_lengths"])
+        full, _ = model.decoder(prev, encoder_out)
+        state = {}
+        for t in range(prev.size(1)):
+            step, _ = model.decoder(prev[:, :t + 1], encoder_out, incremental_state=state)
+            torch.testing.assert_close(step[:, 0], full[:, t], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("encoder_pos,decoder_pos", COMBINATIONS)
+def test_beam_search_scores_equal_full_forward_scores(data_dir, encoder_pos, decoder_pos):
+    """Beam search reorders the incremental state; a missed reorder changes the scores."""
+    model, task, _ = build(data_dir, "--encoder-pos", encoder_pos, "--decoder-pos", decoder_pos)
+    sample = batch(task)
+    tgt_d = task.target_dictionary
+    generator = SequenceGenerator([model], tgt_d, beam_size=3, max_len_b=8)
+    with torch.no_grad():
+        hypos = generator.generate([model], sample)
+        for i, sent_hypos in enumerate(hypos):
+            src = sample["net_input"]["src_tokens"][i:i + 1]
+            for hypo in sent_hypos:
+                tokens = hypo["tokens"].unsqueeze(0)  # 1 x len, ends in </s>
+                prev = torch.cat([torch.tensor([[tgt_d.eos()]]), tokens[:, :-1]], dim=1)
+                out = model(src, sample["net_input"]["src_lengths"][i:i + 1], prev)
+                lprobs = model.get_normalized_probs(out, log_probs=True)  # 1 x len x V
+                scores = lprobs.gather(2, tokens.unsqueeze(2)).view(-1)
+                torch.testing.assert_close(scores, hypo["positional_scores"], rtol=1e-4, atol=1e-4)
+
+
+def test_offsets_are_for_perspe_sides_only(data_dir):
+    model, task, _ = build(data_dir, "--encoder-pos", "spe", "--decoder-pos", "perspe")
+    net_input = batch(task)["net_input"]
+    zeros = torch.zeros_like(net_input["src_tokens"])
+    with pytest.raises(ValueError, match="not perspe"):
+        model(**net_input, src_position_offsets=zeros)
+
+
+def test_offsets_move_the_perspe_side_and_zero_offsets_do_not(data_dir):
+    model, task, _ = build(data_dir, "--encoder-pos", "perspe", "--decoder-pos", "perspe")
+    net_input = batch(task)["net_input"]
+    src, prev = net_input["src_tokens"], net_input["prev_output_tokens"]
+    with torch.no_grad():
+        plain, _ = model(**net_input)
+        zero, _ = model(**net_input, src_position_offsets=torch.zeros_like(src),
+                        tgt_position_offsets=torch.zeros_like(prev))
+        moved, _ = model(**net_input, tgt_position_offsets=torch.ones_like(prev))
+    torch.testing.assert_close(zero, plain, rtol=1e-5, atol=1e-5)
+    assert (moved - plain).abs().max() > 1e-3
+
+
+def test_perspe_generates_like_spe_with_the_same_weights(data_dir):
+    perspe, task, _ = build(data_dir, "--encoder-pos", "perspe", "--decoder-pos", "perspe")
+    spe, _, _ = build(data_dir, "--encoder-pos", "spe", "--decoder-pos", "spe", seed=2)
+    spe.load_state_dict(perspe.state_dict(), strict=True)  # perSPE adds no parameters
+    sample = batch(task)
+    outs = []
+    for model in (perspe, spe):
+        generator = SequenceGenerator([model], task.target_dictionary, beam_size=2, max_len_b=6)
+        with torch.no_grad():
+            outs.append([h[0]["tokens"].tolist() for h in generator.generate([model], sample)])
+    assert outs[0] == outs[1]
+
+
+def test_rpe_state_dict_round_trip(data_dir):
+    a, task, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe")
+    b, _, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe", seed=5)
+    keys = [k for k in a.state_dict() if "relative_attention_bias" in k]
+    assert len(keys) == 4  # one table per self-attention layer (2 + 2 tiny layers)
+    b.load_state_dict(a.state_dict(), strict=True)
+    net_input = batch(task)["net_input"]
+    with torch.no_grad():
+        torch.testing.assert_close(a(**net_input)[0], b(**net_input)[0])

@@ -1,0 +1,141 @@
+"""translation_chunks: chunk ids ride through fairseq's batching, keyed by sample id."""
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fairseq import options, tasks
+from fairseq.data import Dictionary, indexed_dataset
+
+from fairseq_luong.tasks.chunk_dataset import ChunkLengthError, TargetChunksDataset
+
+REPO = Path(__file__).resolve().parents[1]
+USER_DIR = str(REPO / "fairseq_luong")
+N_SENTENCES = 41
+
+
+def write_dataset(prefix, rows, vocab_size):
+    builder = indexed_dataset.make_builder(f"{prefix}.bin", impl="mmap", vocab_size=vocab_size)
+    for row in rows:
+        builder.add_item(torch.tensor(row, dtype=torch.int64))
+    builder.finalize(f"{prefix}.idx")
+
+
+def random_chunks(n_tokens, g):
+    """Nondecreasing phrase ids 0, 0, 1, ... for n_tokens - 1 pieces, then </s>'s own id."""
+    starts = torch.rand(n_tokens - 1, generator=g) < 0.4
+    if n_tokens > 1:
+        starts[0] = False
+    ids = torch.cumsum(starts.long(), 0).tolist()
+    return ids + [(ids[-1] + 1) if ids else 0]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Binarized en-ja train/valid splits; train has chunk ids, valid has none."""
+    path = tmp_path_factory.mktemp("perspe_task_data")
+    g = torch.Generator().manual_seed(0)
+    dicts = {}
+    for lang in ("en", "ja"):
+        d = Dictionary()
+        for i in range(25):
+            d.add_symbol(f"{lang}{i}")
+        d.finalize(padding_factor=1)
+        d.save(str(path / f"dict.{lang}.txt"))
+        dicts[lang] = d
+    chunks = {}
+    for split, n in (("train", N_SENTENCES), ("valid", 7)):
+        for lang in ("en", "ja"):
+            d = dicts[lang]
+            lengths = torch.randint(1, 15, (n,), generator=g).tolist()
+            rows = [torch.randint(d.nspecial, len(d), (k,), generator=g).tolist() + [d.eos()]
+                    for k in lengths]
+            write_dataset(path / f"{split}.en-ja.{lang}", rows, len(d))
+            if lang == "ja":
+                chunks[split] = [random_chunks(len(r), g) for r in rows]
+    write_dataset(path / "train.en-ja.ja.chunks", chunks["train"], 100)
+    return path, chunks["train"]
+
+
+def setup(data_dir, *extra):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        str(data_dir), "--user-dir", USER_DIR, "--task", "translation_chunks",
+        "-s", "en", "-t", "ja", "--arch", "transformer_perspe_tiny", *extra])
+    return tasks.setup_task(args)
+
+
+def batches(task, split, max_positions=(12, 12)):
+    task.load_dataset(split, combine=True)
+    itr = task.get_batch_iterator(
+        task.dataset(split), max_tokens=40, max_positions=max_positions,
+        ignore_invalid_inputs=True, seed=3)
+    return list(itr.next_epoch_itr(shuffle=True))
+
+
+@pytest.fixture
+def fairseq_buckets_on_numpy2(monkeypatch):
+    """fairseq's --num-batch-buckets calls np.percentile(interpolation=) and
+    np.compat.long, both gone in numpy 2; put them back for this test only."""
+    percentile = np.percentile
+
+    def percentile_with_interpolation(a, q, *args, interpolation=None, **kwargs):
+        if interpolation is not None:
+            kwargs["method"] = interpolation
+        return percentile(a, q, *args, **kwargs)
+
+    monkeypatch.setattr(np, "percentile", percentile_with_interpolation)
+    monkeypatch.setattr(np, "compat", types.SimpleNamespace(long=np.int64), raising=False)
+
+
+@pytest.mark.parametrize("extra", [[], ["--left-pad-target"],
+                                   ["--num-batch-buckets", "3"],
+                                   ["--left-pad-target", "--num-batch-buckets", "3"]])
+def test_chunk_ids_follow_their_sentences_through_batching(data, extra, request):
+    path, chunks = data
+    if "--num-batch-buckets" in extra:
+        request.getfixturevalue("fairseq_buckets_on_numpy2")
+    task = setup(path, *extra)
+    seen = set()
+    for batch in batches(task, "train"):
+        target, ids = batch["target"], batch["target_chunks"]  # bsz x tgt_len
+        assert ids.shape == target.shape
+        real = target.ne(task.target_dictionary.pad())
+        assert torch.equal(ids.ne(-1), real)  # same padding, same side
+        for row, sample_id in enumerate(batch["id"].tolist()):
+            assert ids[row][real[row]].tolist() == chunks[sample_id]
+            seen.add(sample_id)
+    # length filtering dropped the long ones, shuffling and sorting kept the rest
+    assert 0 < len(seen) < N_SENTENCES
+
+
+def test_split_without_chunk_file_loads_plain(data):
+    path, _ = data
+    task = setup(path)
+    for batch in batches(task, "valid"):
+        assert "target_chunks" not in batch and batch["target"] is not None
+
+
+def test_length_mismatch_names_sentence_and_file(data, tmp_path):
+    path, chunks = data
+    for f in path.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    (tmp_path / "train.en-ja.ja.chunks.bin").unlink()
+    (tmp_path / "train.en-ja.ja.chunks.idx").unlink()
+    bad = [list(c) for c in chunks]
+    bad[17] = bad[17] + [0]
+    write_dataset(tmp_path / "train.en-ja.ja.chunks", bad, 100)
+    task = setup(tmp_path)
+    with pytest.raises(ChunkLengthError, match=r"chunks\.bin: sentence 17 \(line 18 .*"
+                                               rf"{len(bad[17])} chunk ids but {len(chunks[17])} target"):
+        task.load_dataset("train")
+
+
+def test_wrapper_exposes_what_fairseq_reads(data):
+    path, _ = data
+    task = setup(path)
+    task.load_dataset("train")
+    ds = task.dataset("train")
+    assert isinstance(ds, TargetChunksDataset)
+    assert len(ds.src_sizes) == len(ds.tgt_sizes) == len(ds) == N_SENTENCES
