@@ -65,6 +65,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
         self.input_feed = input_feed
         self.max_target_positions = max_target_positions
         self.need_attn = True
+        self._fused_cache = None  # inference cache of _fused_weights()
         self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.dropout_hidden = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
@@ -181,15 +182,9 @@ class LuongDecoder(FairseqIncrementalDecoder):
         tgtlen, bsz, embed_dim = x.size()
         hs: List[Tensor] = list(h0.unbind(0))
         cs: List[Tensor] = list(c0.unbind(0))
-        first = self.layers[0]
+        emb_weight, biases, rec_weights = self._fused_weights()
         # embedding half of layer 0's gates for every step at once: tgtlen x bsz x 4H
-        x_gates = F.linear(x, first.weight_ih_l0[:, :embed_dim], first.bias_ih_l0 + first.bias_hh_l0)
-        # fused recurrent weights [W_feed W_hh]^T, (H + H) x 4H, built once per call
-        rec_weights = [torch.cat((first.weight_ih_l0[:, embed_dim:], first.weight_hh_l0), 1).t()]
-        biases: List[Optional[Tensor]] = [None]
-        for layer in self.layers[1:]:
-            rec_weights.append(torch.cat((layer.weight_ih_l0, layer.weight_hh_l0), 1).t())
-            biases.append(layer.bias_ih_l0 + layer.bias_hh_l0)
+        x_gates = F.linear(x, emb_weight, biases[0])
         outs: List[Tensor] = []
         attns: List[Tensor] = []
         for t in range(tgtlen):
@@ -211,6 +206,31 @@ class LuongDecoder(FairseqIncrementalDecoder):
         out = torch.stack(outs, dim=1)  # bsz x tgtlen x H
         attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
         return out, torch.stack(hs), torch.stack(cs), feed, attn
+
+    def _fused_weights(self) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
+        """Layer 0's embedding weights, each layer's b_ih + b_hh, and the fused recurrent
+        weights [W_in W_hh]^T ((in + H) x 4H; W_in is W_feed for layer 0), for the
+        input-feeding loop.
+
+        With autograd on they are built once per call (the gradient flows back into the
+        ``nn.LSTM`` parameters). In inference they are cached and rebuilt only when a
+        parameter changes, so incremental decoding does not copy the weights each step.
+        """
+        params = [p for layer in self.layers for p in layer.parameters()]
+        key = tuple((p.data_ptr(), p._version) for p in params)
+        if not torch.is_grad_enabled() and self._fused_cache is not None and self._fused_cache[0] == key:
+            return self._fused_cache[1]
+        embed_dim = self.embed_tokens.embedding_dim
+        first = self.layers[0]
+        emb_weight = first.weight_ih_l0[:, :embed_dim]  # 4H x E
+        rec_weights = [torch.cat((first.weight_ih_l0[:, embed_dim:], first.weight_hh_l0), 1).t()]
+        biases = [first.bias_ih_l0 + first.bias_hh_l0]
+        for layer in self.layers[1:]:
+            rec_weights.append(torch.cat((layer.weight_ih_l0, layer.weight_hh_l0), 1).t())
+            biases.append(layer.bias_ih_l0 + layer.bias_hh_l0)
+        fused = (emb_weight, biases, rec_weights)
+        self._fused_cache = None if torch.is_grad_enabled() else (key, fused)
+        return fused
 
     def _run_layerwise(self, x, h0, c0, memory, step0, need_weights):
         """Without input feeding each layer is one sequence LSTM; attention for all steps at once."""
