@@ -42,23 +42,18 @@ def system_dir(name, seed):
     return f"{name.replace('/', '_')}_seed{seed}"
 
 
-def last_match(pattern, text):
-    matches = re.findall(pattern, text)
-    return matches[-1] if matches else None
-
-
-def summary(work, name, seed):
+def summary(work, name, seed, max_update):
     sdir = work / "systems" / system_dir(name, seed)
     log = (sdir / "train.log").read_text(encoding="utf-8")
-    valid = last_match(r"valid on 'valid' subset \| loss ([\d.]+) \| nll_loss ([\d.]+).*?"
-                       r"num_updates (\d+)", log)
-    seconds = last_match(r"done training in ([\d.]+) seconds", log)
+    valid = [m for m in re.findall(r"valid on 'valid' subset \| loss ([\d.]+) \| nll_loss ([\d.]+)"
+                                   r".*?num_updates (\d+)", log) if int(m[2]) == max_update]
+    seconds = sum(float(s) for s in re.findall(r"done training in ([\d.]+) seconds", log))
     scores = {s["name"]: s for s in json.loads((sdir / "bleu.json").read_text())}
     return {
         "system": name, "seed": seed,
-        "updates": valid[2] if valid else "?",
-        "minutes": f"{float(seconds) / 60:.1f}" if seconds else "?",
-        "valid loss": valid[0] if valid else "?", "valid nll": valid[1] if valid else "?",
+        "updates": max_update,
+        "minutes": f"{seconds / 60:.1f}",
+        "valid loss": valid[0][0] if valid else "?", "valid nll": valid[0][1] if valid else "?",
         "BLEU": f"{scores['BLEU']['score']:.2f}", "chrF2": f"{scores['chrF2']['score']:.2f}",
         "bleu signature": scores["BLEU"]["signature"],
     }
@@ -108,7 +103,7 @@ def main(argv=None):
             run("train", system_dir(name, seed), "--", *SYSTEMS[name], seed=seed)
             run("eval", system_dir(name, seed), seed=seed)
 
-    rows = [summary(work, name, seed) for seed in seeds for name in names]
+    rows = [summary(work, name, seed, args.max_update) for seed in seeds for name in names]
     cols = ["system", "seed", "updates", "minutes", "valid loss", "valid nll", "BLEU", "chrF2"]
     print(f"\nsmall_parallel_enja test (500 sentences), run.sh PRESET=small, "
           f"{args.max_update} updates, beam 5\n")
@@ -116,6 +111,12 @@ def main(argv=None):
     print("|" + "---|" * len(cols))
     for row in rows:
         print("| " + " | ".join(str(row[c]) for c in cols) + " |")
+    if len(seeds) > 1:
+        print()
+        for name in names:
+            bleus = [float(r["BLEU"]) for r in rows if r["system"] == name]
+            print(f"{name}: mean BLEU {sum(bleus) / len(bleus):.2f} over seeds {args.seeds} "
+                  f"(min {min(bleus):.2f}, max {max(bleus):.2f})")
     print(f"\nBLEU signature: {rows[0]['bleu signature']}")
 
 

@@ -198,7 +198,13 @@ def _chunk_line(item):
 
 def read_lines(path):
     """The lines of ``path`` ('-' = stdin) without line ends; errors name the line."""
-    raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    if path == "-":
+        path, raw = "<stdin>", sys.stdin.buffer.read()
+    else:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as e:
+            raise ChunkerError(f"cannot read {path}: {e.strerror}") from e
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -233,9 +239,10 @@ def main(argv=None):
     try:
         chunker = JapaneseChunker(args.grammar, args.dicdir)  # fail early, in this process
         lines = read_lines(args.input)
+        name = "<stdin>" if args.input == "-" else args.input
         t0 = time.time()
         bar = tqdm(total=len(lines), unit="sent", disable=args.quiet or len(lines) < 1000,
-                   desc=f"chunking {args.input}", file=sys.stderr)
+                   desc=f"chunking {name}", file=sys.stderr)
         items = enumerate(lines, 1)
         # written to OUTPUT.part and renamed when complete, so that a file at
         # OUTPUT is always whole (recipes skip steps whose output exists)
@@ -246,11 +253,11 @@ def main(argv=None):
             if out is not sys.stdout:
                 stack.enter_context(out)
             if args.workers <= 1:
-                _init_worker(args.grammar, args.dicdir, args.input, chunker)
+                _init_worker(args.grammar, args.dicdir, name, chunker)
                 results = map(_chunk_line, items)
             else:
                 pool = stack.enter_context(
-                    Pool(args.workers, _init_worker, (args.grammar, args.dicdir, args.input))
+                    Pool(args.workers, _init_worker, (args.grammar, args.dicdir, name))
                 )
                 results = pool.imap(_chunk_line, items, chunksize=500)
             for text in results:

@@ -44,7 +44,7 @@ case "$PRESET" in
                 --lr 0.0007 --warmup-updates 4000 --max-tokens 4096 --update-freq 8) ;;
   *) echo "run.sh: PRESET must be small or base, not $PRESET" >&2; exit 2 ;;
 esac
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 
 command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh"
 export PYTHONWARNINGS=ignore
@@ -116,6 +116,10 @@ prepare() {
 train() {
   local name="$1"; shift
   local dir="$WORK/systems/$name"
+  # fairseq-train restarted at --max-update would still do one more update
+  if [[ "$(cat "$dir/trained_updates" 2>/dev/null)" == "$MAX_UPDATE" ]]; then
+    say "$name: trained for $MAX_UPDATE updates already"; return
+  fi
   mkdir -p "$dir"
   say "training $name: ${*:-(arch defaults)} for $MAX_UPDATE updates (log: $dir/train.log)"
   heavy fairseq-train "$WORK/data-bin" --user-dir "$REPO/fairseq_luong" \
@@ -126,6 +130,7 @@ train() {
     --save-dir "$dir/checkpoints" --no-epoch-checkpoints --save-interval-updates 1000 \
     --keep-interval-updates 1 --log-format simple --log-interval 100 --no-progress-bar \
     "$@" >> "$dir/train.log" 2>&1 || { tail -30 "$dir/train.log" >&2; exit 1; }
+  echo "$MAX_UPDATE" > "$dir/trained_updates"
   grep -E "\| valid on 'valid'" "$dir/train.log" | tail -1 >&2 || true
 }
 
