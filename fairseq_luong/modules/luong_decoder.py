@@ -179,7 +179,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
 
     def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights):
         """Step by step: h~_{t-1} joins the next step's input (section 3.3)."""
-        tgtlen, bsz, embed_dim = x.size()
+        tgtlen = x.size(0)
         hs: List[Tensor] = list(h0.unbind(0))
         cs: List[Tensor] = list(c0.unbind(0))
         emb_weight, biases, rec_weights = self._fused_weights()
