@@ -142,8 +142,11 @@ class LuongDecoder(FairseqIncrementalDecoder):
         )
 
     # ---------------------------------------------------------------- forward
-    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                features_only: bool = False, **kwargs):
         x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if features_only:  # h~_t, for a criterion that applies W_s itself
+            return x, extra
         return self.output_layer(x), extra
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
@@ -183,8 +186,10 @@ class LuongDecoder(FairseqIncrementalDecoder):
         hs: List[Tensor] = list(h0.unbind(0))
         cs: List[Tensor] = list(c0.unbind(0))
         emb_weight, biases, rec_weights = self._fused_weights()
-        # embedding half of layer 0's gates for every step at once: tgtlen x bsz x 4H
-        x_gates = F.linear(x, emb_weight, biases[0])
+        # embedding half of layer 0's gates for every step at once: tgtlen x bsz x 4H,
+        # unbound into steps (one stack in the backward, not a zero-filled
+        # tgtlen x bsz x 4H gradient per step as x_gates[t] would give)
+        x_gates = F.linear(x, emb_weight, biases[0]).unbind(0)
         outs: List[Tensor] = []
         attns: List[Tensor] = []
         for t in range(tgtlen):
@@ -256,9 +261,14 @@ class LuongDecoder(FairseqIncrementalDecoder):
 
     def output_layer(self, features):
         """W_s h~_t (eq. 6); the softmax is the criterion's / generator's."""
+        weight, bias = self.output_projection_params()
+        return F.linear(features, weight, bias)
+
+    def output_projection_params(self) -> Tuple[Tensor, Optional[Tensor]]:
+        """(W_s, b_s) of eq. 6: V x H and V (the embedding matrix and no bias when shared)."""
         if self.W_s is None:
-            return F.linear(features, self.embed_tokens.weight)
-        return self.W_s(features)
+            return self.embed_tokens.weight, None
+        return self.W_s.weight, self.W_s.bias
 
     def max_positions(self):
         return self.max_target_positions
