@@ -1,2 +1,3 @@
 """criterions of fairseq_luong (imported explicitly by the package)."""
 from . import perspe_label_smoothed_cross_entropy  # noqa: F401
+from . import fused_label_smoothed_cross_entropy  # noqa: F401
