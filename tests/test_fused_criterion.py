@@ -95,6 +95,20 @@ def test_gradcheck_of_the_fused_function():
     )
 
 
+def test_bf16_autocast_is_close_to_float32():
+    model, task, _ = build_model("luong_tiny", "--dropout", "0")
+    sample = sample_of(task, seed=2)
+    criterion = FusedLabelSmoothedCrossEntropyCriterion(task, False, 0.1, loss_chunk_tokens=4)
+    ref = loss_and_grads(criterion, model, sample)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = loss_and_grads(criterion, model, sample)
+    assert got[0].dtype == torch.float32
+    torch.testing.assert_close(got[0], ref[0], rtol=2e-2, atol=0)
+    for name in ref[3]:
+        assert got[3][name].dtype == torch.float32, name
+        assert torch.isfinite(got[3][name]).all(), name
+
+
 def test_bad_chunk_size_is_a_clear_error():
     _, task, _ = build_model("luong_tiny")
     with pytest.raises(ValueError, match="--loss-chunk-tokens"):

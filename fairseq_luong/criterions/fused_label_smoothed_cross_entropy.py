@@ -79,34 +79,43 @@ class FusedOutputLoss(torch.autograd.Function):
     def forward(ctx, features, weight, bias, target, epsilon, chunk, want_grad):
         # features: n x H (padding already dropped); weight: V x H; bias: V or None; target: n
         n, vocab = features.size(0), weight.size(0)
-        acc = torch.promote_types(features.dtype, torch.float32)  # softmax in >= float32
+        cdt = features.dtype  # GEMMs in the features' dtype (bf16 under autocast)
+        acc = torch.promote_types(cdt, torch.float32)  # softmax and sums in >= float32
+        w = weight.to(cdt)  # V x H; no copy unless mixed precision
+        b = None if bias is None else bias.to(cdt)
         loss = features.new_zeros((), dtype=acc)
         nll = features.new_zeros((), dtype=acc)
         n_correct = torch.zeros((), dtype=torch.long, device=features.device)
         grad_features = torch.empty_like(features) if want_grad else None
-        grad_weight = torch.zeros_like(weight) if want_grad else None
-        grad_bias = torch.zeros_like(bias) if want_grad and bias is not None else None
+        grad_weight = torch.zeros_like(weight, dtype=acc) if want_grad else None
+        grad_bias = torch.zeros_like(bias, dtype=acc) if want_grad and bias is not None else None
         buf = features.new_empty(min(chunk, n), vocab)  # reused: chunk x V
-        weight_t = weight.t()  # H x V
-        for start in range(0, n, chunk):
-            f = features[start : start + chunk]  # m x H
-            t = target[start : start + chunk]  # m
-            logits = buf[: f.size(0)]  # m x V
-            if bias is None:
-                torch.mm(f, weight_t, out=logits)
-            else:
-                torch.addmm(bias, f, weight_t, out=logits)
-            rows = logits.to(acc)  # no copy unless half precision
-            chunk_loss, chunk_nll, hits = smoothed_loss_rows(rows, t, epsilon, want_grad)
-            loss += chunk_loss
-            nll += chunk_nll
-            n_correct += hits
-            if want_grad:
-                g = rows.to(features.dtype)  # m x V: dloss/dlogits
-                torch.mm(g, weight, out=grad_features[start : start + chunk])  # m x H
-                grad_weight.addmm_(g.t(), f)  # V x H
-                if grad_bias is not None:
-                    grad_bias += g.sum(0)
+        with torch.autocast(features.device.type, enabled=False):
+            for start in range(0, n, chunk):
+                f = features[start : start + chunk]  # m x H
+                t = target[start : start + chunk]  # m
+                logits = buf[: f.size(0)]  # m x V
+                if b is None:
+                    torch.mm(f, w.t(), out=logits)
+                else:
+                    torch.addmm(b, f, w.t(), out=logits)
+                rows = logits.to(acc)  # no copy unless half precision
+                chunk_loss, chunk_nll, hits = smoothed_loss_rows(rows, t, epsilon, want_grad)
+                loss += chunk_loss
+                nll += chunk_nll
+                n_correct += hits
+                if want_grad:
+                    g = rows.to(cdt)  # m x V: dloss/dlogits
+                    torch.mm(g, w, out=grad_features[start : start + chunk])  # m x H
+                    if acc == cdt:
+                        grad_weight.addmm_(g.t(), f)  # V x H
+                    else:
+                        grad_weight += torch.mm(g.t(), f).to(acc)
+                    if grad_bias is not None:
+                        grad_bias += rows.sum(0)
+        if want_grad:
+            grad_weight = grad_weight.to(weight.dtype)
+            grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
         ctx.save_for_backward(grad_features, grad_weight, grad_bias)
         ctx.mark_non_differentiable(nll, n_correct)
         return loss, nll, n_correct
@@ -117,11 +126,10 @@ class FusedOutputLoss(torch.autograd.Function):
         if grad_features is None:
             raise RuntimeError("FusedOutputLoss: gradients were not computed in the forward "
                                "(it ran with autograd off)")
-        scale = grad_loss.to(grad_features.dtype)
         return (
-            grad_features * scale,
-            grad_weight * scale,
-            None if grad_bias is None else grad_bias * scale,
+            grad_features * grad_loss.to(grad_features.dtype),
+            grad_weight * grad_loss.to(grad_weight.dtype),
+            None if grad_bias is None else grad_bias * grad_loss.to(grad_bias.dtype),
             None, None, None, None,
         )
 
