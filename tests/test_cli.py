@@ -100,6 +100,28 @@ def test_training_resumes_from_checkpoint_last(data_bin, tmp_path):
     assert "num_updates=6" in log or "num_updates 6" in log
 
 
+def test_fused_criterion_trains_like_fairseqs(data_bin, tmp_path):
+    """Same seed, same batches: fairseq-train logs the same losses and gradient norms
+    (train, every update, and valid) with --criterion fused_label_smoothed_cross_entropy
+    as with label_smoothed_cross_entropy."""
+    logs = []
+    for criterion, extra in (("label_smoothed_cross_entropy", []),
+                             ("fused_label_smoothed_cross_entropy", ["--loss-chunk-tokens", "100"])):
+        flags = [criterion if f == "label_smoothed_cross_entropy" else f for f in TRAIN
+                 if f != "--disable-validation"]
+        proc = run([bin_path("fairseq-train"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+                    "--arch", "luong_global_general", *TINY, *flags, *extra, "--max-update", "5",
+                    "--save-dir", str(tmp_path / criterion)])
+        log = proc.stdout + proc.stderr
+        updates = re.findall(r"train_inner .* loss=([0-9.]+), nll_loss=([0-9.]+).* gnorm=([0-9.]+)", log)
+        valid = re.findall(r"valid on 'valid' subset \| loss ([0-9.]+) \| nll_loss ([0-9.]+)", log)
+        assert len(updates) == 5 and len(valid) == 1, log[-3000:]
+        logs.append((updates, valid))
+    (ref_updates, ref_valid), (updates, valid) = logs
+    for ref, got in zip(ref_updates + ref_valid, updates + valid):
+        assert [float(x) for x in got] == pytest.approx([float(x) for x in ref], abs=2e-3)
+
+
 def test_corrupt_checkpoint_is_a_clear_error(data_bin, tmp_path):
     bad = tmp_path / "checkpoint_last.pt"
     bad.write_bytes(trained(data_bin, "luong_tiny").read_bytes()[:5000])
