@@ -84,6 +84,50 @@ def test_padded_batch_equals_each_sentence_alone(arch, extra):
                 assert real.sum().item() == pytest.approx(attn[i, :n].sum().item(), abs=1e-6)  # padding: 0
 
 
+@pytest.mark.parametrize("arch,extra", VARIANTS, ids=IDS)
+def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, extra):
+    """In training the input-feeding decoder runs only the sentences still going at each
+    step (rows sorted by target length); outputs and gradients must equal running each
+    sentence alone (no padding, nothing skipped)."""
+    model, task = tiny(arch, *extra, "--dropout", "0")
+    model.train()  # no alignments wanted: the packed path
+    src_d, tgt_d = task.source_dictionary, task.target_dictionary
+    g = torch.Generator().manual_seed(5)
+    srcs = [torch.cat([torch.randint(4, len(src_d), (n,), generator=g), torch.tensor([2])]) for n in (3, 8, 5, 6)]
+    tgts = [torch.cat([torch.randint(4, len(tgt_d), (n,), generator=g), torch.tensor([2])]) for n in (2, 6, 0, 6)]
+    batch = collate(srcs, tgts, src_d, tgt_d)
+    if model.decoder.input_feed:
+        assert model.decoder._target_lengths(batch["prev_output_tokens"]).tolist() == [3, 7, 1, 7]
+
+    def loss_and_grads(b):
+        model.zero_grad(set_to_none=True)
+        logits, _ = model(b["src_tokens"], b["src_lengths"], b["prev_output_tokens"])
+        loss = F.cross_entropy(logits.transpose(1, 2), b["target"], ignore_index=tgt_d.pad(),
+                               reduction="sum")
+        loss.backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    logits, grads = loss_and_grads(batch)
+    summed = {}
+    for i, (s, t) in enumerate(zip(srcs, tgts)):
+        one_logits, one_grads = loss_and_grads(collate([s], [t], src_d, tgt_d))
+        assert (logits[i, : len(t)] - one_logits[0]).abs().max() < 1e-5
+        for name, grad in one_grads.items():
+            summed[name] = summed.get(name, 0) + grad
+    assert grads.keys() == summed.keys()
+    for name in grads:
+        assert (grads[name] - summed[name]).abs().max() < 1e-5, name
+
+
+def test_padded_steps_are_skipped_only_for_right_padded_ragged_targets():
+    model, _ = tiny("luong_global_general")
+    lengths = model.decoder._target_lengths
+    assert lengths(torch.tensor([[2, 5, 6], [2, 7, 1]])).tolist() == [3, 2]
+    assert lengths(torch.tensor([[2, 5, 6], [2, 7, 8]])) is None  # nothing to skip
+    assert lengths(torch.tensor([[2, 5, 6], [1, 2, 7]])) is None  # left padded
+    assert lengths(torch.tensor([[2], [2]])) is None  # one step (incremental decoding)
+
+
 def test_source_order_by_hand():
     pad, eos = 1, 2
     left = torch.tensor([[1, 1, 10, 11, 12, 2], [20, 21, 22, 23, 24, 2]])

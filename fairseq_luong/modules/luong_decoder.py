@@ -44,6 +44,15 @@ def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
     return h, c
 
 
+def _map_rows(memory: SourceMemory, select) -> SourceMemory:
+    """``select`` (a row selection) applied to every field of the memory; keys that are
+    the values stay the values (the dot score and local attention rely on it)."""
+    values = select(memory.values)
+    keys = values if memory.keys is memory.values else select(memory.keys)
+    return SourceMemory(values, keys, select(memory.padding_mask), select(memory.start),
+                        select(memory.length))
+
+
 class LuongDecoder(FairseqIncrementalDecoder):
     def __init__(
         self,
@@ -169,7 +178,10 @@ class LuongDecoder(FairseqIncrementalDecoder):
         need_weights = self.need_attn and not self.training and self.attention is not None
 
         if self.input_feed:
-            out, h_n, c_n, feed, attn = self._run_input_feeding(x, h0, c0, feed, memory, step0, need_weights)
+            lengths = None if incremental_state is not None or need_weights else (
+                self._target_lengths(prev_output_tokens))
+            out, h_n, c_n, feed, attn = self._run_input_feeding(
+                x, h0, c0, feed, memory, step0, need_weights, lengths)
         else:
             out, h_n, c_n, attn = self._run_layerwise(x, h0, c0, memory, step0, need_weights)
 
@@ -180,37 +192,76 @@ class LuongDecoder(FairseqIncrementalDecoder):
             self.set_incremental_state(incremental_state, "cached_state", state)
         return out, {"attn": [attn]}
 
-    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights):
-        """Step by step: h~_{t-1} joins the next step's input (section 3.3)."""
-        tgtlen = x.size(0)
+    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, lengths=None):
+        """Step by step: h~_{t-1} joins the next step's input (section 3.3).
+
+        With ``lengths`` (bsz, right-padded full targets; see :meth:`_target_lengths`) the
+        rows are sorted by length and step t runs only the sentences still going, as a
+        packed sequence: no gate, attention or output work on padding. Their outputs
+        are then zeros and the final states are not returned (nothing continues them).
+        """
+        tgtlen, bsz = x.size(0), x.size(1)
+        emb_weight, biases, rec_weights = self._fused_weights()
+        active = [bsz] * tgtlen
+        if lengths is not None:
+            order = lengths.argsort(descending=True, stable=True)  # bsz
+            steps = torch.arange(tgtlen, device=lengths.device)
+            active = (lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()  # tgtlen
+            x, feed = x.index_select(1, order), feed.index_select(0, order)
+            h0, c0 = h0.index_select(1, order), c0.index_select(1, order)
+            memory = _map_rows(memory, lambda m: m.index_select(0, order))
         hs: List[Tensor] = list(h0.unbind(0))
         cs: List[Tensor] = list(c0.unbind(0))
-        emb_weight, biases, rec_weights = self._fused_weights()
         # embedding half of layer 0's gates for every step at once: tgtlen x bsz x 4H,
         # unbound into steps (one stack in the backward, not a zero-filled
         # tgtlen x bsz x 4H gradient per step as x_gates[t] would give)
         x_gates = F.linear(x, emb_weight, biases[0]).unbind(0)
         outs: List[Tensor] = []
         attns: List[Tensor] = []
+        rows = bsz
         for t in range(tgtlen):
+            if active[t] < rows:  # sentences ended: keep the first active[t] rows
+                rows = active[t]
+                hs, cs = [h[:rows] for h in hs], [c[:rows] for c in cs]
+                feed = feed[:rows]
+                memory = _map_rows(memory, lambda m: m[:rows])
             below = feed
-            gates = x_gates[t]
+            gates = x_gates[t] if rows == bsz else x_gates[t][:rows]
             for i in range(self.num_layers):
                 if i > 0:
                     below = self.dropout_hidden(hs[i - 1])
                     gates = biases[i]
-                # bsz x 4H = gates + [below; h_{t-1}] @ W
+                # rows x 4H = gates + [below; h_{t-1}] @ W
                 gates = torch.addmm(gates, torch.cat((below, hs[i]), 1), rec_weights[i])
                 hs[i], cs[i] = lstm_cell_update(gates, cs[i])
-            top = hs[-1].unsqueeze(1)  # bsz x 1 x H
+            top = hs[-1].unsqueeze(1)  # rows x 1 x H
             htilde, attn = self._attend(top, memory, step0 + t, need_weights)
-            feed = self.dropout_out(htilde.squeeze(1))  # bsz x H
+            feed = self.dropout_out(htilde.squeeze(1))  # rows x H
             outs.append(feed)
             if attn is not None:
                 attns.append(attn)
-        out = torch.stack(outs, dim=1)  # bsz x tgtlen x H
         attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
-        return out, torch.stack(hs), torch.stack(cs), feed, attn
+        if lengths is None:
+            out = torch.stack(outs, dim=1)  # bsz x tgtlen x H
+            return out, torch.stack(hs), torch.stack(cs), feed, attn
+        # packed (sum of active) x H -> bsz x tgtlen x H in the original row order
+        index = torch.cat([order[:n] * tgtlen + t for t, n in enumerate(active)])
+        packed = torch.cat(outs, 0)
+        out = packed.new_zeros(bsz * tgtlen, packed.size(1)).index_copy(0, index, packed)
+        return out.view(bsz, tgtlen, -1), None, None, None, attn
+
+    def _target_lengths(self, prev_output_tokens: Tensor) -> Optional[Tensor]:
+        """Each row's length (bsz) if the rows are right-padded and some are shorter, so
+        that padded steps can be skipped; None otherwise (then every row runs every step)."""
+        real = prev_output_tokens.ne(self.dictionary.pad())  # bsz x tgtlen
+        lengths = real.sum(1)  # bsz
+        tgtlen = prev_output_tokens.size(1)
+        if tgtlen < 2 or bool((lengths == tgtlen).all()) or bool((lengths == 0).any()):
+            return None
+        steps = torch.arange(tgtlen, device=lengths.device)
+        if not torch.equal(real, steps.unsqueeze(0) < lengths.unsqueeze(1)):  # not right-padded
+            return None
+        return lengths
 
     def _fused_weights(self) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
         """Layer 0's embedding weights, each layer's b_ih + b_hh, and the fused recurrent
