@@ -5,7 +5,11 @@ On real data (Multi30k En-De, SentencePiece 8K joint vocabulary, shared embeddin
 ``--max-tokens 4000``), in ONE run and alternating the systems, for each model size:
 
 * training: target tokens/s over the same batches (label-smoothed cross entropy,
-  forward + backward + Adam step), and the process's peak resident memory;
+  forward + backward + Adam step), and the process's peak resident memory; fairseq
+  ``lstm`` trains with fairseq's ``label_smoothed_cross_entropy``, our models with
+  ``fused_label_smoothed_cross_entropy`` (same loss, output layer fused in), and
+  ``luong_global_general+fairseq_loss`` shows our model with fairseq's criterion, to
+  separate what the decoder gains from what the criterion gains;
 * translation: sentences/s with fairseq's SequenceGenerator (beam 5, batch 64) on the
   test set, every hypothesis forced to the same length so that untrained models do
   equal work;
@@ -33,13 +37,18 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "multi30k_en_de")
 
+FAIRSEQ_LOSS = "label_smoothed_cross_entropy"
+FUSED_LOSS = "fused_label_smoothed_cross_entropy"
 SYSTEMS = {
-    # name: (arch, extra flags); sizes are added per run
-    "lstm": ("lstm", ["--decoder-attention", "1"]),
-    "luong_global_general": ("luong_global_general", []),
-    "luong_global_general_no_feed": ("luong_global_general", ["--no-input-feed"]),
-    "luong_localp": ("luong_localp", []),
+    # name: (arch, extra flags, training criterion); sizes are added per run
+    "lstm": ("lstm", ["--decoder-attention", "1"], FAIRSEQ_LOSS),
+    "luong_global_general": ("luong_global_general", [], FUSED_LOSS),
+    # the same model trained with fairseq's criterion: what the model alone gains
+    "luong_global_general+fairseq_loss": ("luong_global_general", [], FAIRSEQ_LOSS),
+    "luong_global_general_no_feed": ("luong_global_general", ["--no-input-feed"], FUSED_LOSS),
+    "luong_localp": ("luong_localp", [], FUSED_LOSS),
 }
+TRAIN_ONLY = {"luong_global_general+fairseq_loss"}  # translation does not use the criterion
 
 
 def size_flags(arch, layers, hidden):
@@ -96,12 +105,12 @@ def prepare_data(data, work):
 # ---------------------------------------------------------------- workers
 
 
-def load(bin_dir, arch, flags):
+def load(bin_dir, arch, flags, criterion=FAIRSEQ_LOSS):
     from fairseq import options, tasks
 
     argv = [bin_dir, "--user-dir", os.path.join(REPO, "fairseq_luong"), "--task", "translation",
             "--arch", arch, *flags, "--max-tokens", "4000", "--criterion",
-            "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--seed", "1"]
+            criterion, "--label-smoothing", "0.1", "--seed", "1"]
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
     task = tasks.setup_task(args)
     import torch
@@ -111,10 +120,10 @@ def load(bin_dir, arch, flags):
     return args, task, model
 
 
-def worker_train(bin_dir, arch, flags, updates, warmup):
+def worker_train(bin_dir, arch, flags, criterion, updates, warmup):
     import torch
 
-    args, task, model = load(bin_dir, arch, flags)
+    args, task, model = load(bin_dir, arch, flags, criterion)
     criterion = task.build_criterion(args)
     task.load_dataset("train")
     itr = task.get_batch_iterator(task.dataset("train"), max_tokens=4000, seed=1,
@@ -209,8 +218,8 @@ def data_stats(bin_dir):
 
 
 def run_worker(kind, bin_dir, name, layers, hidden, opts):
-    arch, extra = SYSTEMS[name]
-    spec = {"kind": kind, "bin": bin_dir, "arch": arch,
+    arch, extra, criterion = SYSTEMS[name]
+    spec = {"kind": kind, "bin": bin_dir, "arch": arch, "criterion": criterion,
             "flags": extra + size_flags(arch, layers, hidden), **opts}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)],
                           capture_output=True, text=True,
@@ -242,7 +251,8 @@ def main(argv=None):
         spec = json.loads(args.worker)
         torch.set_num_threads(spec["threads"])
         if spec["kind"] == "train":
-            res = worker_train(spec["bin"], spec["arch"], spec["flags"], spec["updates"], 2)
+            res = worker_train(spec["bin"], spec["arch"], spec["flags"], spec["criterion"],
+                               spec["updates"], 2)
         else:
             res = worker_generate(spec["bin"], spec["arch"], spec["flags"], spec["sentences"],
                                   spec["out_len"])
@@ -255,9 +265,9 @@ def main(argv=None):
     print(f"# GEMM peak {peak:.0f} GFLOP/s (4096^3 float32, {args.threads} threads); vocab {vocab}; "
           f"{src_per_tgt:.2f} source tokens per target token; medians of {args.repeats} "
           f"alternating repetitions", flush=True)
-    print("| size | system | train tok/s | ratio | train peak MB | % GEMM peak | "
+    print("| size | system | loss | train tok/s | ratio | train peak MB | % GEMM peak | "
           "beam-5 sent/s | ratio | gen peak MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k, size in enumerate(args.sizes):
         layers, hidden = (int(x) for x in size.split("x"))
         updates = args.updates[min(k, len(args.updates) - 1)]
@@ -268,20 +278,26 @@ def main(argv=None):
             for name in args.systems:  # alternate the systems
                 train[name].append(run_worker("train", bin_dir, name, layers, hidden,
                                               {"updates": updates, "threads": args.threads}))
-                gen[name].append(run_worker("generate", bin_dir, name, layers, hidden,
-                                            {"sentences": sentences, "out_len": args.out_len,
-                                             "threads": args.threads}))
+                if name not in TRAIN_ONLY:
+                    gen[name].append(run_worker("generate", bin_dir, name, layers, hidden,
+                                                {"sentences": sentences, "out_len": args.out_len,
+                                                 "threads": args.threads}))
 
         def med(runs, key):
             return statistics.median(r[key] for r in runs)
 
         base_t, base_g = med(train["lstm"], "tokens_per_s"), med(gen["lstm"], "sentences_per_s")
         for name in args.systems:
-            tps, sps = med(train[name], "tokens_per_s"), med(gen[name], "sentences_per_s")
+            tps = med(train[name], "tokens_per_s")
             flops = 3 * flops_per_target_token(name, layers, hidden, vocab, src_per_tgt, src_len)
-            print(f"| {size} | {name} | {tps:.0f} | {tps / base_t:.2f} | "
-                  f"{med(train[name], 'peak_mb'):.0f} | {100 * tps * flops / 1e9 / peak:.0f}% | "
-                  f"{sps:.1f} | {sps / base_g:.2f} | {med(gen[name], 'peak_mb'):.0f} |", flush=True)
+            if gen[name]:
+                sps = med(gen[name], "sentences_per_s")
+                generation = f"{sps:.1f} | {sps / base_g:.2f} | {med(gen[name], 'peak_mb'):.0f}"
+            else:
+                generation = "(same model) | | "
+            print(f"| {size} | {name} | {'fused' if SYSTEMS[name][2] == FUSED_LOSS else 'fairseq'} | {tps:.0f} | "
+                  f"{tps / base_t:.2f} | {med(train[name], 'peak_mb'):.0f} | "
+                  f"{100 * tps * flops / 1e9 / peak:.0f}% | {generation} |", flush=True)
 
 
 if __name__ == "__main__":
