@@ -66,7 +66,8 @@ def test_optimised_path_equals_reference_outputs_and_gradients(extra):
         assert (g_fast[name] - g_slow[name]).abs().max() < 1e-5, name
 
 
-def test_inference_weight_cache_follows_parameter_updates():
+def test_inference_follows_parameter_updates():
+    """Inference reads the parameters themselves (no stale copy of fused weights)."""
     torch.manual_seed(0)
     model, task, _ = build_model("luong_localp", *SIZES)
     model.eval()

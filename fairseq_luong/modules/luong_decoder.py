@@ -11,7 +11,8 @@ The same step code runs in training (looping over the target) and in
 incremental decoding (one step per call), so the fast path is the normal
 path. Work that does not depend on the previous step is hoisted out of the
 loop: the embedding half of the first layer's gates for all steps in one
-matrix product, the fused [input; h] gate weights once per call, the score's
+matrix product, in training the fused [input; h] gate weights once per call
+(in inference two products on the parameters themselves: no weight copy), the score's
 keys once per sentence. Without input feeding nothing couples the layers
 across steps: each layer runs as one sequence LSTM (``nn.LSTM``) and the
 attention is computed for all steps at once.
@@ -74,7 +75,6 @@ class LuongDecoder(FairseqIncrementalDecoder):
         self.input_feed = input_feed
         self.max_target_positions = max_target_positions
         self.need_attn = True
-        self._fused_cache = None  # inference cache of _fused_weights()
         self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.dropout_hidden = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
@@ -201,7 +201,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
         are then zeros and the final states are not returned (nothing continues them).
         """
         tgtlen, bsz = x.size(0), x.size(1)
-        emb_weight, biases, rec_weights = self._fused_weights()
+        emb_weight, biases, rec_weights = self._gate_weights()
         active = [bsz] * tgtlen
         if lengths is not None:
             order = lengths.argsort(descending=True, stable=True)  # bsz
@@ -232,7 +232,10 @@ class LuongDecoder(FairseqIncrementalDecoder):
                     below = self.dropout_hidden(hs[i - 1])
                     gates = biases[i]
                 # rows x 4H = gates + [below; h_{t-1}] @ W
-                gates = torch.addmm(gates, torch.cat((below, hs[i]), 1), rec_weights[i])
+                if len(rec_weights[i]) == 1:
+                    gates = torch.addmm(gates, torch.cat((below, hs[i]), 1), rec_weights[i][0])
+                else:
+                    gates = torch.addmm(gates, below, rec_weights[i][0]).addmm_(hs[i], rec_weights[i][1])
                 hs[i], cs[i] = lstm_cell_update(gates, cs[i])
             top = hs[-1].unsqueeze(1)  # rows x 1 x H
             htilde, attn = self._attend(top, memory, step0 + t, need_weights)
@@ -263,30 +266,29 @@ class LuongDecoder(FairseqIncrementalDecoder):
             return None
         return lengths
 
-    def _fused_weights(self) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
-        """Layer 0's embedding weights, each layer's b_ih + b_hh, and the fused recurrent
-        weights [W_in W_hh]^T ((in + H) x 4H; W_in is W_feed for layer 0), for the
-        input-feeding loop.
+    def _gate_weights(self) -> Tuple[Tensor, List[Tensor], List[Tuple[Tensor, ...]]]:
+        """Layer 0's embedding weights (4H x E), each layer's b_ih + b_hh, and each layer's
+        weights for the gate product of the input-feeding loop (W_in is W_feed for layer 0).
 
-        With autograd on they are built once per call (the gradient flows back into the
-        ``nn.LSTM`` parameters). In inference they are cached and rebuilt only when a
-        parameter changes, so incremental decoding does not copy the weights each step.
+        With autograd on (training): ([W_in W_hh]^T,), fused ((in + H) x 4H, built per
+        call; the gradient flows back into the ``nn.LSTM`` parameters), for one GEMM per
+        layer and step. In inference: (W_in^T, W_hh^T), views of the parameters, for two
+        GEMMs per layer and step and no copy of the weights (at 4 x 1000 a copy would be
+        128 MB more than the model in beam search).
         """
-        params = [p for layer in self.layers for p in layer.parameters()]
-        key = tuple((p.data_ptr(), p._version) for p in params)
-        if not torch.is_grad_enabled() and self._fused_cache is not None and self._fused_cache[0] == key:
-            return self._fused_cache[1]
         embed_dim = self.embed_tokens.embedding_dim
-        first = self.layers[0]
-        emb_weight = first.weight_ih_l0[:, :embed_dim]  # 4H x E
-        rec_weights = [torch.cat((first.weight_ih_l0[:, embed_dim:], first.weight_hh_l0), 1).t()]
-        biases = [first.bias_ih_l0 + first.bias_hh_l0]
-        for layer in self.layers[1:]:
-            rec_weights.append(torch.cat((layer.weight_ih_l0, layer.weight_hh_l0), 1).t())
+        fuse = torch.is_grad_enabled()
+        emb_weight = self.layers[0].weight_ih_l0[:, :embed_dim]  # 4H x E
+        biases: List[Tensor] = []
+        rec_weights: List[Tuple[Tensor, ...]] = []
+        for i, layer in enumerate(self.layers):
+            w_in = layer.weight_ih_l0[:, embed_dim:] if i == 0 else layer.weight_ih_l0  # 4H x in
             biases.append(layer.bias_ih_l0 + layer.bias_hh_l0)
-        fused = (emb_weight, biases, rec_weights)
-        self._fused_cache = None if torch.is_grad_enabled() else (key, fused)
-        return fused
+            if fuse:
+                rec_weights.append((torch.cat((w_in, layer.weight_hh_l0), 1).t(),))
+            else:
+                rec_weights.append((w_in.t(), layer.weight_hh_l0.t()))
+        return emb_weight, biases, rec_weights
 
     def _run_layerwise(self, x, h0, c0, memory, step0, need_weights):
         """Without input feeding each layer is one sequence LSTM; attention for all steps at once."""
