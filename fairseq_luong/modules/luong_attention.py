@@ -22,6 +22,7 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 import torch.nn as nn
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from .luong_init import Linear
 
@@ -144,27 +145,47 @@ class LocalAttention(nn.Module):
     def forward(
         self, query: Tensor, memory: SourceMemory, step0: int, need_weights: bool
     ) -> Tuple[Tensor, Optional[Tensor]]:
-        bsz, srclen, C = memory.values.size()
-        tgtlen = query.size(1)
         p_t = self.aligned_position(query, memory, step0)  # bsz x tgtlen
-        last = (memory.length - 1).view(bsz, 1, 1)
+        if torch.is_grad_enabled() and query.requires_grad:
+            # The gathered windows (bsz x tgtlen x W x C, values and keys) are gathered
+            # again in the backward instead of being kept: stored, they would be local
+            # attention's largest activations (C times the alignment's size, more than
+            # global attention keeps), for an index_select that costs next to nothing.
+            context, align, padded = checkpoint(
+                self._attend_window, query, p_t, *memory, use_reentrant=False, preserve_rng_state=False
+            )
+        else:
+            context, align, padded = self._attend_window(query, p_t, *memory)
+        weights = None
+        if need_weights:
+            # invalid slots carry exactly 0 and point at a valid slot: add, never overwrite
+            srclen = memory.values.size(1)
+            weights = align.new_zeros(align.size(0), align.size(1), srclen).scatter_add_(2, padded, align)
+        return context, weights
+
+    def _attend_window(self, query, p_t, values, keys, padding_mask, start, length):
+        """Context c_t over the window around p_t; also the window's alignment
+        (bsz x tgtlen x W) and its padded source indices."""
+        bsz, srclen, C = values.size()
+        tgtlen = query.size(1)
+        last = (length - 1).view(bsz, 1, 1)
         # p_t = S only if the sigmoid saturates to 1.0 in floating point
         centre = torch.minimum(p_t.detach().floor().long().unsqueeze(-1), last)
         positions = centre + self.offsets  # bsz x tgtlen x W (sentence positions)
         valid = (positions >= 0) & (positions <= last)
         inside = torch.minimum(positions.clamp(min=0), last)  # bsz x tgtlen x W
-        padded = memory.start.view(bsz, 1, 1) + inside  # padded source index
+        padded = start.view(bsz, 1, 1) + inside  # padded source index
         # rows of the flattened memory: bsz*srclen x C
         flat = (torch.arange(bsz, device=query.device) * srclen).view(bsz, 1, 1) + padded
         flat = flat.view(-1)  # bsz*tgtlen*W
         W = positions.size(-1)
-        win_values = memory.values.reshape(bsz * srclen, C).index_select(0, flat)
+        win_values = values.reshape(bsz * srclen, C).index_select(0, flat)
         win_values = win_values.view(bsz, tgtlen, W, C)  # bsz x tgtlen x W x C
-        if memory.keys is memory.values:
+        if keys is values:
             win_keys = win_values
         else:
-            K = memory.keys.size(-1)
-            win_keys = memory.keys.reshape(bsz * srclen, K).index_select(0, flat)
+            K = keys.size(-1)
+            win_keys = keys.reshape(bsz * srclen, K).index_select(0, flat)
             win_keys = win_keys.view(bsz, tgtlen, W, K)  # bsz x tgtlen x W x K
         scores = self.score(query, win_keys, positions)  # bsz x tgtlen x W
         align = masked_softmax(scores, ~valid)
@@ -172,11 +193,7 @@ class LocalAttention(nn.Module):
             align = align * gaussian_window(positions, p_t, self.sigma).to(align.dtype)
         # bsz x tgtlen x 1 x W @ bsz x tgtlen x W x C -> bsz x tgtlen x C
         context = torch.matmul(align.unsqueeze(2), win_values).squeeze(2)
-        weights = None
-        if need_weights:
-            # invalid slots carry exactly 0 and point at a valid slot: add, never overwrite
-            weights = align.new_zeros(bsz, tgtlen, srclen).scatter_add_(2, padded, align)
-        return context, weights
+        return context, align, padded
 
 
 class AttentionalHidden(nn.Module):
