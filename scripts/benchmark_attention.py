@@ -101,8 +101,8 @@ def main(argv=None):
                for name in ("luong_global_general", "luong_localp")}
     print(f"# {args.layers} x {args.hidden} LSTM, vocab {args.vocab}, D = {args.window}, "
           f"{args.threads} threads; medians of {args.repeats} alternating runs", file=sys.stderr)
-    header = (f"| S | global step ms | local-p step ms | local/global | "
-              f"global beam-5 s/sent | local-p beam-5 s/sent | local/global |")
+    header = ("| S | global step ms | local-p step ms | local/global | "
+              "global beam-5 s/sent | local-p beam-5 s/sent | local/global |")
     print(header)
     print("|" + "---|" * 7)
     for name, (model, task) in systems.items():  # warm-up

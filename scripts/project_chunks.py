@@ -26,8 +26,6 @@ import unicodedata
 from pathlib import Path
 from typing import Callable, List
 
-import numpy as np
-
 SPACE_MARK = "\u2581"  # SentencePiece's "▁"
 
 

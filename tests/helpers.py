@@ -25,12 +25,21 @@ LUONG_ARCHS = [
 ]
 
 
-def make_dictionary(n_words=20):
+def make_dictionary(n_words=20, prefix="w"):
     d = Dictionary()
     for i in range(n_words):
-        d.add_symbol(f"w{i}")
+        d.add_symbol(f"{prefix}{i}")
     d.finalize(padding_factor=1)
     return d
+
+
+def save_dictionaries(path, sizes):
+    """dict.{lang}.txt of ``sizes[lang]`` words {lang}0, {lang}1, ... in ``path``;
+    returns the dictionaries by language."""
+    dicts = {lang: make_dictionary(n, prefix=lang) for lang, n in sizes.items()}
+    for lang, d in dicts.items():
+        d.save(os.path.join(str(path), f"dict.{lang}.txt"))
+    return dicts
 
 
 _DICT_DIR = None

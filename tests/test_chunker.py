@@ -11,7 +11,6 @@ SCRIPTS = REPO / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 import chunk_japanese  # noqa: E402
-import project_chunks  # noqa: E402
 from chunk_japanese import ChunkerError, JapaneseChunker  # noqa: E402
 from project_chunks import ProjectionError, project_chunks as project, with_eos  # noqa: E402
 

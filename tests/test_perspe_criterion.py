@@ -1,36 +1,24 @@
 """perspe_label_smoothed_cross_entropy: how offsets are drawn and where they go."""
-from pathlib import Path
-
 import pytest
 import torch
 from fairseq import options, tasks
-from fairseq.data import Dictionary, data_utils
+from fairseq.data import data_utils
 
-REPO = Path(__file__).resolve().parents[1]
-USER_DIR = str(REPO / "fairseq_luong")
+from tests.helpers import USER_DIR, save_dictionaries
 
 # phrase ids of three target sentences (the last id is </s>'s own)
 CHUNKS = [[0, 0, 1, 1, 1, 2, 3], [0, 1, 1, 2], [0, 0, 0, 0, 1]]
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread beats two contending ones."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _one_thread(one_thread):
+    """Tiny models: one thread beats two contending ones (conftest's one_thread)."""
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("perspe_criterion_dicts")
-    for lang in ("en", "ja"):
-        d = Dictionary()
-        for i in range(30):
-            d.add_symbol(f"{lang}{i}")
-        d.finalize(padding_factor=1)
-        d.save(str(path / f"dict.{lang}.txt"))
+    save_dictionaries(path, {"en": 30, "ja": 30})
     return str(path)
 
 

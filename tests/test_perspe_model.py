@@ -1,11 +1,10 @@
 """transformer_perspe: perturbed sinusoids, relative position bias, incremental decoding."""
 import itertools
-from pathlib import Path
 
 import pytest
 import torch
 from fairseq import options, tasks
-from fairseq.data import Dictionary, data_utils
+from fairseq.data import data_utils
 from fairseq.modules import SinusoidalPositionalEmbedding
 from fairseq.sequence_generator import SequenceGenerator
 
@@ -14,32 +13,22 @@ from fairseq_luong.modules.perspe_sinusoidal_positional_embedding import (
     perturbed_sinusoid,
 )
 from fairseq_luong.modules.relative_position_bias import RelativePositionBias
+from tests.helpers import USER_DIR, save_dictionaries
 
-REPO = Path(__file__).resolve().parents[1]
-USER_DIR = str(REPO / "fairseq_luong")
 POSITIONS = ["spe", "none", "rpe", "perspe"]
 COMBINATIONS = list(itertools.product(POSITIONS, POSITIONS))
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread beats two contending ones."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _one_thread(one_thread):
+    """Tiny models: one thread beats two contending ones (conftest's one_thread)."""
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     """A data directory holding only dict.en.txt and dict.ja.txt."""
     path = tmp_path_factory.mktemp("perspe_dicts")
-    for lang, n in (("en", 20), ("ja", 23)):
-        d = Dictionary()
-        for i in range(n):
-            d.add_symbol(f"{lang}{i}")
-        d.finalize(padding_factor=1)
-        d.save(str(path / f"dict.{lang}.txt"))
+    save_dictionaries(path, {"en": 20, "ja": 23})
     return str(path)
 
 

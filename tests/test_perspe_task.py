@@ -1,17 +1,15 @@
 """translation_chunks: chunk ids ride through fairseq's batching, keyed by sample id."""
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from fairseq import options, tasks
-from fairseq.data import Dictionary, indexed_dataset
+from fairseq.data import indexed_dataset
 
 from fairseq_luong.tasks.chunk_dataset import ChunkLengthError, TargetChunksDataset
+from tests.helpers import USER_DIR, save_dictionaries
 
-REPO = Path(__file__).resolve().parents[1]
-USER_DIR = str(REPO / "fairseq_luong")
 N_SENTENCES = 41
 
 
@@ -36,14 +34,7 @@ def data(tmp_path_factory):
     """Binarized en-ja train/valid splits; train has chunk ids, valid has none."""
     path = tmp_path_factory.mktemp("perspe_task_data")
     g = torch.Generator().manual_seed(0)
-    dicts = {}
-    for lang in ("en", "ja"):
-        d = Dictionary()
-        for i in range(25):
-            d.add_symbol(f"{lang}{i}")
-        d.finalize(padding_factor=1)
-        d.save(str(path / f"dict.{lang}.txt"))
-        dicts[lang] = d
+    dicts = save_dictionaries(path, {"en": 25, "ja": 25})
     chunks = {}
     for split, n in (("train", N_SENTENCES), ("valid", 7)):
         for lang in ("en", "ja"):
