@@ -258,3 +258,33 @@ def test_bf16_autocast_forward_backward_is_finite(arch, extra):
     loss.backward()
     assert torch.isfinite(loss)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("has_kernel", [False, True])
+def test_sequence_lstm_under_autocast_falls_back_to_float32_without_onednn_kernel(
+    monkeypatch, has_kernel
+):
+    # CPUs without AVX512-BF16 have no oneDNN bf16 LSTM (nn.LSTM would raise); the
+    # decoder's no-input-feed path must then run the layer in float32, same numbers as
+    # without autocast. Both branches are forced here, whatever this machine has.
+    from fairseq_luong.modules import luong_decoder
+
+    torch.manual_seed(0)
+    layer = torch.nn.LSTM(8, 8)
+    x, h0, c0 = torch.randn(5, 3, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8)
+    want, (want_h, want_c) = layer(x, (h0, c0))
+    calls = []
+
+    def spy_layer(inp, state):
+        calls.append((inp.dtype, torch.is_autocast_enabled("cpu")))
+        return (inp, state) if has_kernel else layer(inp, state)
+
+    monkeypatch.setattr(luong_decoder, "_onednn_has_kernel", lambda dtype: has_kernel)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, (h, c) = luong_decoder.sequence_lstm(spy_layer, x, (h0, c0))
+    if has_kernel:
+        assert calls == [(torch.float32, True)]  # left to autocast
+    else:
+        assert calls == [(torch.float32, False)]
+        assert out.dtype == torch.float32
+        assert torch.equal(out, want) and torch.equal(h, want_h) and torch.equal(c, want_c)
