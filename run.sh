@@ -64,7 +64,7 @@ fairseq-train "$WORK/bin" --user-dir "$REPO/fairseq_luong" --arch "$ARCH" \
   --encoder-embed-dim 128 --encoder-hidden-size 128 --decoder-embed-dim 128 --decoder-hidden-size 128 \
   --share-all-embeddings --dropout 0.1 \
   --optimizer adam --lr 0.003 --clip-norm 1.0 --max-tokens 3000 \
-  --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
+  --criterion fused_label_smoothed_cross_entropy --label-smoothing 0.1 \
   --stop-time-hours "$HOURS" --max-epoch 100 --save-dir "$WORK/checkpoints" \
   --no-epoch-checkpoints --log-format simple --log-interval 100 --seed "$SEED" \
   "${EXTRA[@]}" > "$WORK/train.log" 2>&1 || { tail -30 "$WORK/train.log" >&2; exit 1; }
