@@ -16,14 +16,17 @@ On real data (Multi30k En-De, SentencePiece 8K joint vocabulary, shared embeddin
 
 for fairseq ``lstm`` (the reference: Luong global-general attention with input
 feeding), ``luong_global_general`` (same sizes), the same without input feeding and
-``luong_localp``. Each measurement runs in a fresh process (so peak memory is per
-system); the table shows medians of ``--repeats`` alternating repetitions, each
+``luong_localp``, and two upper bounds from ``speed_bounds.py`` (``bound_feed``: a
+training step costing only the encoder and the GEMMs the recurrence forces, translation
+with a decoder that costs nothing; ``bound_no_feed``: the same without input feeding):
+their ratio is the most any implementation could reach here. Each measurement runs in
+a fresh process (so peak memory is per system); the table shows medians of ``--repeats`` alternating repetitions, each
 system's ratio to ``lstm``, and the achieved fraction of this machine's
 matrix-multiply peak (measured here with a large float32 GEMM; model FLOPs counted
 analytically per target token, training = 3 x forward).
 
 Usage: python scripts/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
-This takes long (about 15-30 min); it is a benchmark, not a test.
+This takes long (about 40 min with the README's options); it is a benchmark, not a test.
 """
 import argparse
 import json
@@ -47,8 +50,13 @@ SYSTEMS = {
     "luong_global_general+fairseq_loss": ("luong_global_general", [], FAIRSEQ_LOSS),
     "luong_global_general_no_feed": ("luong_global_general", ["--no-input-feed"], FUSED_LOSS),
     "luong_localp": ("luong_localp", [], FUSED_LOSS),
+    # upper bounds (scripts/speed_bounds.py): training = the encoder + only the GEMMs the
+    # recurrence forces, with / without input feeding; translation = beam search with a
+    # decoder that costs nothing
+    "bound_feed": ("luong_global_general", [], None),
+    "bound_no_feed": ("luong_global_general", ["--no-input-feed"], None),
 }
-TRAIN_ONLY = {"luong_global_general+fairseq_loss"}  # translation does not use the criterion
+TRAIN_ONLY = {"luong_global_general+fairseq_loss", "bound_no_feed"}  # same translation as another
 
 
 def size_flags(arch, layers, hidden):
@@ -123,13 +131,19 @@ def load(bin_dir, arch, flags, criterion=FAIRSEQ_LOSS):
 def worker_train(bin_dir, arch, flags, criterion, updates, warmup):
     import torch
 
-    args, task, model = load(bin_dir, arch, flags, criterion)
+    bound = criterion is None
+    args, task, model = load(bin_dir, arch, flags, criterion or FUSED_LOSS)
     criterion = task.build_criterion(args)
     task.load_dataset("train")
     itr = task.get_batch_iterator(task.dataset("train"), max_tokens=4000, seed=1,
                                   max_positions=(1024, 1024), ignore_invalid_inputs=True)
     batches = itr.next_epoch_itr(shuffle=True)
     samples = [next(batches) for _ in range(warmup + updates)]
+    if bound:  # a bound row
+        from speed_bounds import train_gemm_bound
+
+        return {"tokens_per_s": train_gemm_bound(model, samples[warmup:], model.decoder.input_feed),
+                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     model.train()
     tokens, elapsed = 0, 0.0
@@ -146,11 +160,15 @@ def worker_train(bin_dir, arch, flags, criterion, updates, warmup):
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def worker_generate(bin_dir, arch, flags, sentences, out_len):
+def worker_generate(bin_dir, arch, flags, sentences, out_len, bound=False):
     import torch
     from fairseq.sequence_generator import SequenceGenerator
 
     args, task, model = load(bin_dir, arch, flags)
+    if bound:
+        from speed_bounds import generate_search_bound
+
+        model = generate_search_bound(model)
     model.eval()
     model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
     task.load_dataset("test")
@@ -255,7 +273,7 @@ def main(argv=None):
                                spec["updates"], 2)
         else:
             res = worker_generate(spec["bin"], spec["arch"], spec["flags"], spec["sentences"],
-                                  spec["out_len"])
+                                  spec["out_len"], bound=spec["criterion"] is None)
         print(json.dumps(res))
         return
 
@@ -305,7 +323,7 @@ def main(argv=None):
                               f"{med(gen[name], 'peak_mb'):.0f}")
             else:
                 generation = "(same model) | | | "
-            loss = "fused" if SYSTEMS[name][2] == FUSED_LOSS else "fairseq"
+            loss = {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq", None: "(bound)"}[SYSTEMS[name][2]]
             print(f"| {size} | {name} | {loss} | {tps:.0f} | {tps / base_t:.2f} | "
                   f"{spread(train[name], 'tokens_per_s', train['lstm'])} | "
                   f"{med(train[name], 'peak_mb'):.0f} | {100 * tps * flops / 1e9 / peak:.0f}% | "

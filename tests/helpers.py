@@ -1,5 +1,7 @@
 """Small helpers shared by the tests (fairseq's own tests/utils.py is not installed)."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,7 @@ def dict_dir():
     global _DICT_DIR
     if _DICT_DIR is None:
         _DICT_DIR = tempfile.mkdtemp(prefix="luong_dicts_")
+        atexit.register(shutil.rmtree, _DICT_DIR, ignore_errors=True)
         make_dictionary().save(os.path.join(_DICT_DIR, "dict.src.txt"))
         make_dictionary(23).save(os.path.join(_DICT_DIR, "dict.tgt.txt"))
     return _DICT_DIR

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Does ``torch.compile`` speed up the decoder's per-step work on CPU? (issue 5)
+
+Times the part of a training step that input feeding keeps inside the step loop, the
+stacked LSTM layers (one gate GEMM on [input; h] and the cell of
+``fairseq_luong.modules.luong_decoder.lstm_cell_update`` per layer and step), forward
++ backward over T steps, three ways, alternating, medians of --repeats:
+
+* eager: what the decoder runs;
+* compile cell: ``torch.compile`` of ``lstm_cell_update`` alone (it fuses the
+  elementwise gate arithmetic into one kernel);
+* compile layer step: ``torch.compile`` of the whole layer step (GEMM + cell).
+
+Compilation time is excluded (two warm-up runs), so this is the best case for compile.
+Usage: python scripts/benchmark_compile.py [--layers 4 --hidden 1000 --rows 250 --steps 16]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fairseq_luong.modules.luong_decoder import lstm_cell_update  # noqa: E402
+
+
+def layer_step(gates, below, h, c, w):
+    """One layer's step: gates += [below; h] @ w (rows x 4H), then the cell."""
+    gates = torch.addmm(gates, torch.cat((below, h), 1), w)
+    return lstm_cell_update(gates, c)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=1000)
+    parser.add_argument("--rows", type=int, default=250, help="sentences in the batch")
+    parser.add_argument("--steps", type=int, default=16, help="target steps")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    L, H, R, T = args.layers, args.hidden, args.rows, args.steps
+
+    torch.manual_seed(0)
+    W = [(torch.randn(2 * H, 4 * H) * 0.01).requires_grad_() for _ in range(L)]
+    b = [torch.zeros(4 * H, requires_grad=True) for _ in range(L)]
+    xg = torch.randn(T, R, 4 * H)  # layer 0's hoisted embedding gates: T x R x 4H
+    cell_c = torch.compile(lstm_cell_update, dynamic=False)
+
+    def layer_step_cell_compiled(gates, below, h, c, w):
+        gates = torch.addmm(gates, torch.cat((below, h), 1), w)
+        return cell_c(gates, c)
+
+    variants = {"eager": layer_step, "compile cell": layer_step_cell_compiled,
+                "compile layer step": torch.compile(layer_step, dynamic=False)}
+
+    def run(fn):
+        hs = [torch.zeros(R, H) for _ in range(L)]
+        cs = [torch.zeros(R, H) for _ in range(L)]
+        feed = torch.zeros(R, H)  # the input-fed h~_{t-1}
+        loss = 0
+        for t in range(T):
+            below = feed
+            for i in range(L):
+                gates = xg[t] if i == 0 else b[i].expand(R, 4 * H)
+                hs[i], cs[i] = fn(gates, below, hs[i], cs[i], W[i])
+                below = hs[i]
+            feed = torch.tanh(hs[-1])  # stands in for attention + W_c
+            loss = loss + feed.sum()
+        loss.backward()
+
+    for fn in variants.values():
+        run(fn)
+        run(fn)  # compile, warm up
+    times = {k: [] for k in variants}
+    for _ in range(args.repeats):
+        for k, fn in variants.items():  # alternate
+            t0 = time.perf_counter()
+            run(fn)
+            times[k].append(time.perf_counter() - t0)
+    base = statistics.median(times["eager"])
+    print(f"# {L} x {H}, {R} rows, {T} steps, forward + backward, {args.threads} threads, "
+          f"torch {torch.__version__}, medians of {args.repeats} alternating repetitions")
+    print("| variant | seconds | speed vs eager |\n|---|---|---|")
+    for k in variants:
+        m = statistics.median(times[k])
+        print(f"| {k} | {m:.3f} | {base / m:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
