@@ -16,10 +16,11 @@ On real data (Multi30k En-De, SentencePiece 8K joint vocabulary, shared embeddin
 
 for fairseq ``lstm`` (the reference: Luong global-general attention with input
 feeding), ``luong_global_general`` (same sizes), the same without input feeding and
-``luong_localp``, and two upper bounds from ``speed_bounds.py`` (``bound_feed``: a
-training step costing only the encoder and the GEMMs the recurrence forces, translation
-with a decoder that costs nothing; ``bound_no_feed``: the same without input feeding):
-their ratio is the most any implementation could reach here. Each measurement runs in
+``luong_localp``, and upper bounds from ``speed_bounds.py`` (``bound_feed``: a training
+step or beam step costing only the encoder, the output layer, the search and the GEMMs
+the recurrence forces; ``bound_no_feed``: the same training without input feeding;
+``bound_free_decoder``: beam search with a decoder that costs nothing): their ratio is
+the most any implementation could reach here. Each measurement runs in
 a fresh process (so peak memory is per system); the table shows medians of ``--repeats`` alternating repetitions, each
 system's ratio to ``lstm``, and the achieved fraction of this machine's
 matrix-multiply peak (measured here with a large float32 GEMM; model FLOPs counted
@@ -55,8 +56,10 @@ SYSTEMS = {
     # decoder that costs nothing
     "bound_feed": ("luong_global_general", [], None),
     "bound_no_feed": ("luong_global_general", ["--no-input-feed"], None),
+    "bound_free_decoder": ("luong_global_general", [], None),  # translation only
 }
 TRAIN_ONLY = {"luong_global_general+fairseq_loss", "bound_no_feed"}  # same translation as another
+GEN_ONLY = {"bound_free_decoder"}
 
 
 def size_flags(arch, layers, hidden):
@@ -168,7 +171,7 @@ def worker_generate(bin_dir, arch, flags, sentences, out_len, bound=False):
     if bound:
         from speed_bounds import generate_search_bound
 
-        model = generate_search_bound(model)
+        model = generate_search_bound(model, decoder_gemms=bound == "gemms")
     model.eval()
     model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
     task.load_dataset("test")
@@ -237,7 +240,8 @@ def data_stats(bin_dir):
 
 def run_worker(kind, bin_dir, name, layers, hidden, opts):
     arch, extra, criterion = SYSTEMS[name]
-    spec = {"kind": kind, "bin": bin_dir, "arch": arch, "criterion": criterion,
+    bound = {"bound_feed": "gemms", "bound_free_decoder": "free"}.get(name, False)
+    spec = {"kind": kind, "bin": bin_dir, "arch": arch, "criterion": criterion, "bound": bound,
             "flags": extra + size_flags(arch, layers, hidden), **opts}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)],
                           capture_output=True, text=True,
@@ -260,6 +264,7 @@ def main(argv=None):
                         help="test sentences translated per size")
     parser.add_argument("--out-len", type=int, default=20, help="forced hypothesis length")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--skip-train", action="store_true", help="translation columns only")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -273,7 +278,7 @@ def main(argv=None):
                                spec["updates"], 2)
         else:
             res = worker_generate(spec["bin"], spec["arch"], spec["flags"], spec["sentences"],
-                                  spec["out_len"], bound=spec["criterion"] is None)
+                                  spec["out_len"], bound=spec.get("bound", False))
         print(json.dumps(res))
         return
 
@@ -295,8 +300,9 @@ def main(argv=None):
         gen = {n: [] for n in args.systems}
         for _ in range(args.repeats):
             for name in args.systems:  # alternate the systems
-                train[name].append(run_worker("train", bin_dir, name, layers, hidden,
-                                              {"updates": updates, "threads": args.threads}))
+                if not args.skip_train and name not in GEN_ONLY:
+                    train[name].append(run_worker("train", bin_dir, name, layers, hidden,
+                                                  {"updates": updates, "threads": args.threads}))
                 if name not in TRAIN_ONLY:
                     gen[name].append(run_worker("generate", bin_dir, name, layers, hidden,
                                                 {"sentences": sentences, "out_len": args.out_len,
@@ -312,10 +318,16 @@ def main(argv=None):
             ratios = [r[key] / b[key] for r, b in zip(runs, base)]
             return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
-        base_t, base_g = med(train["lstm"], "tokens_per_s"), med(gen["lstm"], "sentences_per_s")
+        base_g = med(gen["lstm"], "sentences_per_s")
         for name in args.systems:
-            tps = med(train[name], "tokens_per_s")
-            flops = 3 * flops_per_target_token(name, layers, hidden, vocab, src_per_tgt, src_len)
+            if train[name]:
+                tps = med(train[name], "tokens_per_s")
+                flops = 3 * flops_per_target_token(name, layers, hidden, vocab, src_per_tgt, src_len)
+                training = (f"{tps:.0f} | {tps / med(train['lstm'], 'tokens_per_s'):.2f} | "
+                            f"{spread(train[name], 'tokens_per_s', train['lstm'])} | "
+                            f"{med(train[name], 'peak_mb'):.0f} | {100 * tps * flops / 1e9 / peak:.0f}%")
+            else:
+                training = "- | | | | "
             if gen[name]:
                 sps = med(gen[name], "sentences_per_s")
                 generation = (f"{sps:.1f} | {sps / base_g:.2f} | "
@@ -324,10 +336,7 @@ def main(argv=None):
             else:
                 generation = "(same model) | | | "
             loss = {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq", None: "(bound)"}[SYSTEMS[name][2]]
-            print(f"| {size} | {name} | {loss} | {tps:.0f} | {tps / base_t:.2f} | "
-                  f"{spread(train[name], 'tokens_per_s', train['lstm'])} | "
-                  f"{med(train[name], 'peak_mb'):.0f} | {100 * tps * flops / 1e9 / peak:.0f}% | "
-                  f"{generation} |", flush=True)
+            print(f"| {size} | {name} | {loss} | {training} | {generation} |", flush=True)
     print(f"# GEMM peak, best seen: {peak:.0f} GFLOP/s")
 
 

@@ -18,7 +18,8 @@ same run) is the largest ratio any decoder could reach here.
     (so real code cannot reach the bound).
 * ``generate_search_bound``: fairseq's beam search (beam 5) with the encoder and the
   output layer of our model but a decoder whose recurrent part costs nothing (it
-  returns a constant h~_t): what translation costs without any decoder work.
+  returns a constant h~_t): what translation costs without any decoder work; with
+  ``decoder_gemms``, plus only the matrix products each beam step forces.
 """
 import time
 
@@ -126,13 +127,29 @@ def train_gemm_bound(model, samples, input_feed):
     return tokens / elapsed
 
 
-def generate_search_bound(model):
-    """Make ``model``'s decoder free: a constant h~_t, then the real output layer."""
+def generate_search_bound(model, decoder_gemms=False):
+    """Make ``model``'s decoder cost nothing but, with ``decoder_gemms``, the matrix
+    products one beam step forces (per layer [input; h] against W_ih and W_hh, the
+    attention bmm's over the real source length, W_c), then a constant h~_t goes to the
+    real output layer."""
     dec = model.decoder
     H = dec.layers[-1].hidden_size
+    weights = [(layer.weight_ih_l0.detach().t(), layer.weight_hh_l0.detach().t())
+               for layer in dec.layers]  # (in x 4H, H x 4H) views, as fairseq's LSTMCell uses
+    w_c = torch.randn(2 * H, H)
 
     def extract_features(prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
         bsz = prev_output_tokens.size(0)
+        if decoder_gemms:
+            mem = encoder_out["encoder_out"]  # bsz x srclen x C
+            x, h = torch.zeros(bsz, weights[0][0].size(0)), torch.zeros(bsz, H)
+            for w_ih, w_hh in weights:
+                torch.mm(x[:, : w_ih.size(0)], w_ih)  # bsz x 4H
+                torch.mm(h, w_hh)  # bsz x 4H
+            q = torch.zeros(bsz, 1, mem.size(2))  # the query (W_a h_t for general): bsz x 1 x C
+            a = torch.bmm(q, mem.transpose(1, 2))  # scores: bsz x 1 x srclen
+            torch.bmm(a, mem)  # context: bsz x 1 x C
+            torch.mm(torch.zeros(bsz, 2 * H), w_c)  # W_c [c; h]: bsz x H
         return prev_output_tokens.new_zeros(bsz, 1, H, dtype=torch.float32), {"attn": [None]}
 
     dec.extract_features = extract_features

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Where a training step's time goes: torch.profiler over a few Multi30k batches.
+
+Uses ``benchmark_speed.py``'s data and models (run that once to binarize), groups the
+profiler's self CPU time into matrix products, the encoder's LSTM kernel, and the rest
+(top operators listed), for one system at one size.
+
+Usage: python scripts/profile_step.py [--system luong_global_general] [--size 2x256]
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchmark_speed as bench  # noqa: E402
+
+GEMM = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::matmul"}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--system", default="luong_global_general", choices=list(bench.SYSTEMS))
+    parser.add_argument("--size", default="2x256")
+    parser.add_argument("--updates", type=int, default=3)
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--work", default=os.path.join(bench.REPO, "work_dir", "bench_speed"))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(os.cpu_count())
+    layers, hidden = (int(x) for x in args.size.split("x"))
+    arch, extra, criterion = bench.SYSTEMS[args.system]
+    bin_dir = os.path.join(args.work, "bin")
+    if not os.path.exists(os.path.join(bin_dir, "dict.en.txt")):
+        raise SystemExit(f"error: {bin_dir} not found: run scripts/benchmark_speed.py once first")
+    cargs, task, model = bench.load(bin_dir, arch, extra + bench.size_flags(arch, layers, hidden),
+                                    criterion or bench.FUSED_LOSS)
+    crit = task.build_criterion(cargs)
+    task.load_dataset("train")
+    itr = task.get_batch_iterator(task.dataset("train"), max_tokens=4000, seed=1,
+                                  max_positions=(1024, 1024), ignore_invalid_inputs=True)
+    batches = itr.next_epoch_itr(shuffle=True)
+    samples = [next(batches) for _ in range(2 + args.updates)]
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+
+    def step(sample):
+        loss, _, _ = crit(model, sample)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for sample in samples[:2]:
+        step(sample)  # warm up
+    t0 = time.perf_counter()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for sample in samples[2:]:
+            step(sample)
+    wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events) / 1e6
+    groups = {"matrix products": 0.0, "sequence LSTM kernel (oneDNN)": 0.0, "everything else": 0.0}
+    for e in events:
+        sec = e.self_cpu_time_total / 1e6
+        if e.key in GEMM:
+            groups["matrix products"] += sec
+        elif "rnn" in e.key.lower():  # oneDNN's sequence LSTM (mkldnn_rnn_layer...)
+            groups["sequence LSTM kernel (oneDNN)"] += sec
+        else:
+            groups["everything else"] += sec
+    tokens = sum(s["ntokens"] for s in samples[2:])
+    print(f"# {args.system} {args.size}, {args.updates} steps, {tokens} target tokens, "
+          f"{wall:.2f} s wall under the profiler, {total:.2f} s self CPU time")
+    print("| group | s | share |\n|---|---|---|")
+    for k, v in groups.items():
+        print(f"| {k} | {v:.2f} | {100 * v / total:.0f}% |")
+    print("\n| top operator (self CPU) | s | share | calls |\n|---|---|---|---|")
+    for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[: args.top]:
+        print(f"| {e.key} | {e.self_cpu_time_total / 1e6:.2f} | "
+              f"{100 * e.self_cpu_time_total / 1e6 / total:.1f}% | {e.count} |")
+
+
+if __name__ == "__main__":
+    main()
