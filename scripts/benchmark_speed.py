@@ -27,7 +27,7 @@ matrix-multiply peak (measured here with a large float32 GEMM; model FLOPs count
 analytically per target token, training = 3 x forward).
 
 Usage: python scripts/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
-This takes long (about 40 min with the README's options); it is a benchmark, not a test.
+This takes long (about 55 min with the README's options); it is a benchmark, not a test.
 """
 import argparse
 import json
