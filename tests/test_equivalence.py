@@ -261,30 +261,38 @@ def test_bf16_autocast_forward_backward_is_finite(arch, extra):
 
 
 @pytest.mark.parametrize("has_kernel", [False, True])
-def test_sequence_lstm_under_autocast_falls_back_to_float32_without_onednn_kernel(
-    monkeypatch, has_kernel
-):
-    # CPUs without AVX512-BF16 have no oneDNN bf16 LSTM (nn.LSTM would raise); the
-    # decoder's no-input-feed path must then run the layer in float32, same numbers as
-    # without autocast. Both branches are forced here, whatever this machine has.
-    from fairseq_luong.modules import luong_decoder
+def test_lstm_under_autocast_falls_back_to_float32_without_onednn_kernel(monkeypatch, has_kernel):
+    # CPUs without AVX512-BF16 have no oneDNN bf16 LSTM (nn.LSTM would raise); every LSTM
+    # the models build must then run an unpacked input in float32 outside autocast, same
+    # numbers as without autocast, and leave packed input (another kernel) to autocast.
+    # Both branches are forced here, whatever this machine has.
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    from fairseq_luong.modules import autocast_safe_lstm
+    from fairseq_luong.modules.luong_init import LSTM
 
     torch.manual_seed(0)
-    layer = torch.nn.LSTM(8, 8)
+    layer = LSTM(8, 8)
     x, h0, c0 = torch.randn(5, 3, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8)
     want, (want_h, want_c) = layer(x, (h0, c0))
     calls = []
+    real_forward = torch.nn.LSTM.forward
 
-    def spy_layer(inp, state):
-        calls.append((inp.dtype, torch.is_autocast_enabled("cpu")))
-        return (inp, state) if has_kernel else layer(inp, state)
+    def spy_forward(self, inp, hx=None):
+        calls.append((type(inp).__name__, inp.data.dtype, torch.is_autocast_enabled("cpu")))
+        # with a kernel, do not run it: this machine may not have one
+        return (inp, hx) if has_kernel else real_forward(self, inp, hx)
 
-    monkeypatch.setattr(luong_decoder, "_onednn_has_kernel", lambda dtype: has_kernel)
+    monkeypatch.setattr(torch.nn.LSTM, "forward", spy_forward)
+    monkeypatch.setattr(autocast_safe_lstm, "_onednn_has_kernel", lambda dtype: has_kernel)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out, (h, c) = luong_decoder.sequence_lstm(spy_layer, x, (h0, c0))
+        out, (h, c) = layer(x, (h0, c0))
+        calls_unpacked = calls[:]
+        layer(pack_padded_sequence(x, torch.tensor([5, 4, 2])))
     if has_kernel:
-        assert calls == [(torch.float32, True)]  # left to autocast
+        assert calls_unpacked == [("Tensor", torch.float32, True)]  # left to autocast
     else:
-        assert calls == [(torch.float32, False)]
+        assert calls_unpacked == [("Tensor", torch.float32, False)]
         assert out.dtype == torch.float32
         assert torch.equal(out, want) and torch.equal(h, want_h) and torch.equal(c, want_c)
+    assert calls[1:] == [("PackedSequence", torch.float32, True)]  # packed: always autocast

@@ -8,6 +8,8 @@ the paper-size architectures).
 """
 import torch.nn as nn
 
+from .autocast_safe_lstm import AutocastSafeLSTM
+
 
 def Linear(in_features, out_features, bias=True):
     return nn.Linear(in_features, out_features, bias=bias)
@@ -21,7 +23,7 @@ def Embedding(num_embeddings, embedding_dim, padding_idx):
 
 
 def LSTM(input_size, hidden_size, **kwargs):
-    return nn.LSTM(input_size, hidden_size, **kwargs)
+    return AutocastSafeLSTM(input_size, hidden_size, **kwargs)
 
 
 def init_uniform_(module: nn.Module, scale: float):
