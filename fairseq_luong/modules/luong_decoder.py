@@ -45,29 +45,6 @@ def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
     return h, c
 
 
-def _onednn_has_kernel(dtype: torch.dtype) -> bool:
-    """Whether oneDNN (the CPU kernel of an unpacked ``nn.LSTM``) runs an LSTM in ``dtype``."""
-    if dtype == torch.bfloat16:
-        return torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    if dtype == torch.float16:
-        return torch.ops.mkldnn._is_mkldnn_fp16_supported()
-    return True
-
-
-def sequence_lstm(layer: nn.LSTM, x: Tensor, state: Tuple[Tensor, Tensor]):
-    """``layer(x, state)``; in float32 outside autocast where oneDNN has no kernel for the
-    CPU autocast dtype (bf16 on CPUs without AVX512-BF16 / AMX: oneDNN would fail with
-    "could not create a primitive descriptor for the LSTM forward propagation primitive")."""
-    if (
-        x.device.type == "cpu"
-        and torch.is_autocast_enabled("cpu")
-        and not _onednn_has_kernel(torch.get_autocast_dtype("cpu"))
-    ):
-        with torch.autocast("cpu", enabled=False):
-            return layer(x.float(), (state[0].float(), state[1].float()))
-    return layer(x, state)
-
-
 def _map_rows(memory: SourceMemory, select) -> SourceMemory:
     """``select`` (a row selection) applied to every field of the memory; keys that are
     the values stay the values (the dot score and local attention rely on it)."""
@@ -322,7 +299,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
                 x = self.dropout_hidden(x)
             # x: tgtlen x bsz x H
             state = (h0[i : i + 1].contiguous(), c0[i : i + 1].contiguous())  # 1 x bsz x H
-            x, (h, c) = sequence_lstm(layer, x, state)
+            x, (h, c) = layer(x, state)
             h_n.append(h[0])
             c_n.append(c[0])
         top = x.transpose(0, 1)  # bsz x tgtlen x H
