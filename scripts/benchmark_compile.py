@@ -2,14 +2,14 @@
 """Does ``torch.compile`` speed up the decoder's per-step work on CPU? (issue 5)
 
 Times the part of a training step that input feeding keeps inside the step loop, the
-stacked LSTM layers (one gate GEMM on [input; h] and the cell of
-``fairseq_luong.modules.luong_decoder.lstm_cell_update`` per layer and step), forward
+stacked LSTM layers (``fairseq_luong.modules.luong_decoder.lstm_layer_step``: one gate GEMM
+on [input; h] and the LSTM cell per layer and step), forward
 + backward over T steps, three ways, alternating, medians of --repeats:
 
-* eager: what the decoder runs;
+* eager: what the decoder runs (``lstm_layer_step`` with fused training weights);
 * compile cell: ``torch.compile`` of ``lstm_cell_update`` alone (it fuses the
   elementwise gate arithmetic into one kernel);
-* compile layer step: ``torch.compile`` of the whole layer step (GEMM + cell).
+* compile layer step: ``torch.compile`` of ``lstm_layer_step`` (GEMM + cell).
 
 Compilation time is excluded (two warm-up runs), so this is the best case for compile.
 Usage: python scripts/benchmark_compile.py [--layers 4 --hidden 1000 --rows 250 --steps 16]
@@ -23,13 +23,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_luong.modules.luong_decoder import lstm_cell_update  # noqa: E402
-
-
-def layer_step(gates, below, h, c, w):
-    """One layer's step: gates += [below; h] @ w (rows x 4H), then the cell."""
-    gates = torch.addmm(gates, torch.cat((below, h), 1), w)
-    return lstm_cell_update(gates, c)
+from fairseq_luong.modules.luong_decoder import lstm_cell_update, lstm_layer_step  # noqa: E402
 
 
 def main(argv=None):
@@ -45,17 +39,17 @@ def main(argv=None):
     L, H, R, T = args.layers, args.hidden, args.rows, args.steps
 
     torch.manual_seed(0)
-    W = [(torch.randn(2 * H, 4 * H) * 0.01).requires_grad_() for _ in range(L)]
+    W = [((torch.randn(2 * H, 4 * H) * 0.01).requires_grad_(),) for _ in range(L)]  # fused
     b = [torch.zeros(4 * H, requires_grad=True) for _ in range(L)]
     xg = torch.randn(T, R, 4 * H)  # layer 0's hoisted embedding gates: T x R x 4H
     cell_c = torch.compile(lstm_cell_update, dynamic=False)
 
-    def layer_step_cell_compiled(gates, below, h, c, w):
-        gates = torch.addmm(gates, torch.cat((below, h), 1), w)
+    def layer_step_cell_compiled(gates, below, h, c, weights):
+        gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # as lstm_layer_step
         return cell_c(gates, c)
 
-    variants = {"eager": layer_step, "compile cell": layer_step_cell_compiled,
-                "compile layer step": torch.compile(layer_step, dynamic=False)}
+    variants = {"eager": lstm_layer_step, "compile cell": layer_step_cell_compiled,
+                "compile layer step": torch.compile(lstm_layer_step, dynamic=False)}
 
     def run(fn):
         hs = [torch.zeros(R, H) for _ in range(L)]

@@ -45,6 +45,20 @@ def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
     return h, c
 
 
+def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
+                    weights: Tuple[Tensor, ...]) -> Tuple[Tensor, Tensor]:
+    """One layer and step of the input-feeding loop: gates + [below; h_{t-1}] @ W, then the cell.
+
+    gates: rows x 4H (what is already known: layer 0's embedding gates, or the bias);
+    weights: ([W_in W_hh]^T,) fused, one GEMM, or (W_in^T, W_hh^T), two (``_gate_weights``).
+    """
+    if len(weights) == 1:
+        gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # rows x 4H
+    else:
+        gates = torch.addmm(gates, below, weights[0]).addmm_(h, weights[1])  # rows x 4H
+    return lstm_cell_update(gates, c)
+
+
 def _map_rows(memory: SourceMemory, select) -> SourceMemory:
     """``select`` (a row selection) applied to every field of the memory; keys that are
     the values stay the values (the dot score and local attention rely on it)."""
@@ -231,12 +245,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
                 if i > 0:
                     below = self.dropout_hidden(hs[i - 1])
                     gates = biases[i]
-                # rows x 4H = gates + [below; h_{t-1}] @ W
-                if len(rec_weights[i]) == 1:
-                    gates = torch.addmm(gates, torch.cat((below, hs[i]), 1), rec_weights[i][0])
-                else:
-                    gates = torch.addmm(gates, below, rec_weights[i][0]).addmm_(hs[i], rec_weights[i][1])
-                hs[i], cs[i] = lstm_cell_update(gates, cs[i])
+                hs[i], cs[i] = lstm_layer_step(gates, below, hs[i], cs[i], rec_weights[i])
             top = hs[-1].unsqueeze(1)  # rows x 1 x H
             htilde, attn = self._attend(top, memory, step0 + t, need_weights)
             feed = self.dropout_out(htilde.squeeze(1))  # rows x H
