@@ -20,9 +20,9 @@ feeding), ``luong_global_general`` (same sizes), the same without input feeding 
 step or beam step costing only the encoder, the output layer, the search and the GEMMs
 the recurrence forces; ``bound_no_feed``: the same training without input feeding;
 ``bound_free_decoder``: beam search with a decoder that costs nothing): their ratio is
-the most any implementation could reach here. Each measurement runs in
-a fresh process (so peak memory is per system); the table shows medians of ``--repeats`` alternating repetitions, each
-system's ratio to ``lstm``, and the achieved fraction of this machine's
+the most any implementation could reach here. Each measurement runs in a fresh process
+(so peak memory is per system); the table shows medians of ``--repeats`` alternating
+repetitions, each system's ratio to ``lstm``, and the achieved fraction of this machine's
 matrix-multiply peak (measured here with a large float32 GEMM; model FLOPs counted
 analytically per target token, training = 3 x forward).
 
@@ -58,6 +58,8 @@ SYSTEMS = {
     "bound_no_feed": ("luong_global_general", ["--no-input-feed"], None),
     "bound_free_decoder": ("luong_global_general", [], None),  # translation only
 }
+# what a bound row's beam search keeps of the decoder: the forced GEMMs, or nothing
+BOUNDS = {"bound_feed": "gemms", "bound_no_feed": "gemms", "bound_free_decoder": "free"}
 TRAIN_ONLY = {"luong_global_general+fairseq_loss", "bound_no_feed"}  # same translation as another
 GEN_ONLY = {"bound_free_decoder"}
 
@@ -131,31 +133,41 @@ def load(bin_dir, arch, flags, criterion=FAIRSEQ_LOSS):
     return args, task, model
 
 
-def worker_train(bin_dir, arch, flags, criterion, updates, warmup):
+def setup_training(bin_dir, arch, flags, criterion, n_batches):
+    """The model, its criterion, an Adam optimizer and the first ``n_batches`` training
+    batches (the same for every system); ``criterion`` None (a bound row): the fused one."""
     import torch
 
-    bound = criterion is None
     args, task, model = load(bin_dir, arch, flags, criterion or FUSED_LOSS)
     criterion = task.build_criterion(args)
     task.load_dataset("train")
     itr = task.get_batch_iterator(task.dataset("train"), max_tokens=4000, seed=1,
                                   max_positions=(1024, 1024), ignore_invalid_inputs=True)
     batches = itr.next_epoch_itr(shuffle=True)
-    samples = [next(batches) for _ in range(warmup + updates)]
-    if bound:  # a bound row
+    samples = [next(batches) for _ in range(n_batches)]
+    model.train()
+    return model, criterion, torch.optim.Adam(model.parameters(), lr=1e-3), samples
+
+
+def train_step(model, criterion, opt, sample):
+    loss, _, _ = criterion(model, sample)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+def worker_train(bin_dir, arch, flags, criterion, updates, warmup, bound=False):
+    model, criterion, opt, samples = setup_training(bin_dir, arch, flags, criterion,
+                                                    warmup + updates)
+    if bound:
         from speed_bounds import train_gemm_bound
 
         return {"tokens_per_s": train_gemm_bound(model, samples[warmup:], model.decoder.input_feed),
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    model.train()
     tokens, elapsed = 0, 0.0
     for i, sample in enumerate(samples):
         t0 = time.perf_counter()
-        loss, _, log = criterion(model, sample)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(model, criterion, opt, sample)
         if i >= warmup:
             elapsed += time.perf_counter() - t0
             tokens += sample["ntokens"]
@@ -240,8 +252,8 @@ def data_stats(bin_dir):
 
 def run_worker(kind, bin_dir, name, layers, hidden, opts):
     arch, extra, criterion = SYSTEMS[name]
-    bound = {"bound_feed": "gemms", "bound_free_decoder": "free"}.get(name, False)
-    spec = {"kind": kind, "bin": bin_dir, "arch": arch, "criterion": criterion, "bound": bound,
+    spec = {"kind": kind, "bin": bin_dir, "arch": arch, "criterion": criterion,
+            "bound": BOUNDS.get(name, False),
             "flags": extra + size_flags(arch, layers, hidden), **opts}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)],
                           capture_output=True, text=True,
@@ -275,10 +287,10 @@ def main(argv=None):
         torch.set_num_threads(spec["threads"])
         if spec["kind"] == "train":
             res = worker_train(spec["bin"], spec["arch"], spec["flags"], spec["criterion"],
-                               spec["updates"], 2)
+                               spec["updates"], 2, bound=spec["bound"])
         else:
             res = worker_generate(spec["bin"], spec["arch"], spec["flags"], spec["sentences"],
-                                  spec["out_len"], bound=spec.get("bound", False))
+                                  spec["out_len"], bound=spec["bound"])
         print(json.dumps(res))
         return
 
@@ -335,7 +347,7 @@ def main(argv=None):
                               f"{med(gen[name], 'peak_mb'):.0f}")
             else:
                 generation = "(same model) | | | "
-            loss = {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq", None: "(bound)"}[SYSTEMS[name][2]]
+            loss = "(bound)" if name in BOUNDS else {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[name][2]]
             print(f"| {size} | {name} | {loss} | {training} | {generation} |", flush=True)
     print(f"# GEMM peak, best seen: {peak:.0f} GFLOP/s")
 

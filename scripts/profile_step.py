@@ -34,29 +34,14 @@ def main(argv=None):
     bin_dir = os.path.join(args.work, "bin")
     if not os.path.exists(os.path.join(bin_dir, "dict.en.txt")):
         raise SystemExit(f"error: {bin_dir} not found: run scripts/benchmark_speed.py once first")
-    cargs, task, model = bench.load(bin_dir, arch, extra + bench.size_flags(arch, layers, hidden),
-                                    criterion or bench.FUSED_LOSS)
-    crit = task.build_criterion(cargs)
-    task.load_dataset("train")
-    itr = task.get_batch_iterator(task.dataset("train"), max_tokens=4000, seed=1,
-                                  max_positions=(1024, 1024), ignore_invalid_inputs=True)
-    batches = itr.next_epoch_itr(shuffle=True)
-    samples = [next(batches) for _ in range(2 + args.updates)]
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    model.train()
-
-    def step(sample):
-        loss, _, _ = crit(model, sample)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    model, crit, opt, samples = bench.setup_training(
+        bin_dir, arch, extra + bench.size_flags(arch, layers, hidden), criterion, 2 + args.updates)
     for sample in samples[:2]:
-        step(sample)  # warm up
+        bench.train_step(model, crit, opt, sample)  # warm up
     t0 = time.perf_counter()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         for sample in samples[2:]:
-            step(sample)
+            bench.train_step(model, crit, opt, sample)
     wall = time.perf_counter() - t0
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events) / 1e6

@@ -49,18 +49,20 @@ def _decoder_gemms(steps_rows, n_tokens, src_len, bsz, H, E, V, layers, input_fe
     keys, mem = r(bsz, H, src_len), r(bsz, src_len, H)  # bsz x H x S, bsz x S x H
     g4 = r(n_tokens, 4 * H)  # N x 4H gate gradients, all steps
     out_grad = r(n_tokens, V)  # N x V
-    b0 = steps_rows[0]
+    b0, tgt_len = steps_rows[0], len(steps_rows)
     xs = [r(b0, w.size(0)) for w in w_rec]  # per-step inputs [h~_{t-1}; h_{t-1}] etc.
-    q, a = r(b0, 1, H), r(b0, 1, src_len)  # query, attention weights
+    q, a = r(b0, 1, H), r(b0, 1, src_len)  # one step's query, attention weights
+    q_all, a_all = r(bsz, tgt_len, H), r(bsz, tgt_len, src_len)  # every step's (no feeding)
+    keys_in = r(bsz * src_len, H)  # h̄_s: (S*bsz) x H
 
     def run():
         x_emb = big[:, :E]
         torch.mm(x_emb, w_emb)  # layer 0's embedding gates, all steps: N x 4H
         torch.mm(g4, w_emb.t())  # their input gradient: N x E
         torch.mm(x_emb.t(), g4)  # their weight gradient: E x 4H
-        torch.mm(r_keys_in, w_a)  # keys W_a h̄_s: (S*bsz) x H
-        torch.mm(r_keys_in.t(), r_keys_in)  # and their two gradients (H x H, S*bsz x H)
-        torch.mm(r_keys_in, w_a.t())
+        torch.mm(keys_in, w_a)  # keys W_a h̄_s: (S*bsz) x H
+        torch.mm(keys_in.t(), keys_in)  # and their two gradients (H x H, S*bsz x H)
+        torch.mm(keys_in, w_a.t())
         for i, w in enumerate(w_rec):
             k = w.size(0)
             # the part of the layer's input known before the step loop: none with input
@@ -76,8 +78,8 @@ def _decoder_gemms(steps_rows, n_tokens, src_len, bsz, H, E, V, layers, input_fe
             torch.mm(big[:, :k].t(), g4)  # weight gradient, all steps at once: k x 4H
         steps = steps_rows if input_feed else [bsz]  # without feeding: all steps in one bmm
         for b in steps:
-            qb = q[:b] if input_feed else r_q_all
-            ab = a[:b] if input_feed else r_a_all
+            qb = q[:b] if input_feed else q_all
+            ab = a[:b] if input_feed else a_all
             torch.bmm(qb, keys[:b])  # scores: b x (1 or T) x S
             torch.bmm(ab, mem[:b])  # context: b x (1 or T) x H
             torch.bmm(ab, keys[:b].transpose(1, 2))  # score gradient wrt query
@@ -95,9 +97,6 @@ def _decoder_gemms(steps_rows, n_tokens, src_len, bsz, H, E, V, layers, input_fe
         torch.mm(out_grad, w_s.t())  # its input gradient: N x H
         torch.mm(big[:, :H].t(), out_grad)  # its weight gradient: H x V
 
-    tgt_len = len(steps_rows)
-    r_keys_in = r(bsz * src_len, H)
-    r_q_all, r_a_all = r(bsz, tgt_len, H), r(bsz, tgt_len, src_len)
     return run
 
 
@@ -136,7 +135,7 @@ def generate_search_bound(model, decoder_gemms=False):
     H = dec.layers[-1].hidden_size
     weights = [(layer.weight_ih_l0.detach().t(), layer.weight_hh_l0.detach().t())
                for layer in dec.layers]  # (in x 4H, H x 4H) views, as fairseq's LSTMCell uses
-    w_c = torch.randn(2 * H, H)
+    w_c = dec.attentional_hidden.W_c.weight.detach().t()  # (C + H) x H, eq. 5
 
     def extract_features(prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
         bsz = prev_output_tokens.size(0)
@@ -149,7 +148,7 @@ def generate_search_bound(model, decoder_gemms=False):
             q = torch.zeros(bsz, 1, mem.size(2))  # the query (W_a h_t for general): bsz x 1 x C
             a = torch.bmm(q, mem.transpose(1, 2))  # scores: bsz x 1 x srclen
             torch.bmm(a, mem)  # context: bsz x 1 x C
-            torch.mm(torch.zeros(bsz, 2 * H), w_c)  # W_c [c; h]: bsz x H
+            torch.mm(torch.zeros(bsz, w_c.size(0)), w_c)  # W_c [c; h]: bsz x H
         return prev_output_tokens.new_zeros(bsz, 1, H, dtype=torch.float32), {"attn": [None]}
 
     dec.extract_features = extract_features
