@@ -27,6 +27,7 @@ matrix-multiply peak (measured here with a large float32 GEMM; model FLOPs count
 analytically per target token, training = 3 x forward).
 
 Usage: python scripts/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
+       [--before PATH]   # also each of our systems from the checkout at PATH, as NAME@before
 This takes long (about 55 min with the README's options); it is a benchmark, not a test.
 """
 import argparse
@@ -118,10 +119,13 @@ def prepare_data(data, work):
 # ---------------------------------------------------------------- workers
 
 
+PLUGIN_REPO = REPO  # the checkout whose fairseq_luong a worker loads (--before: another one)
+
+
 def load(bin_dir, arch, flags, criterion=FAIRSEQ_LOSS):
     from fairseq import options, tasks
 
-    argv = [bin_dir, "--user-dir", os.path.join(REPO, "fairseq_luong"), "--task", "translation",
+    argv = [bin_dir, "--user-dir", os.path.join(PLUGIN_REPO, "fairseq_luong"), "--task", "translation",
             "--arch", arch, *flags, "--max-tokens", "4000", "--criterion",
             criterion, "--label-smoothing", "0.1", "--seed", "1"]
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
@@ -250,10 +254,17 @@ def data_stats(bin_dir):
 # ---------------------------------------------------------------- driver
 
 
+def base_name(name):
+    """The SYSTEMS entry of a row: ``NAME@before`` is NAME from the --before checkout."""
+    return name.split("@")[0]
+
+
 def run_worker(kind, bin_dir, name, layers, hidden, opts):
-    arch, extra, criterion = SYSTEMS[name]
+    arch, extra, criterion = SYSTEMS[base_name(name)]
+    opts = dict(opts)
+    before = opts.pop("before", None)
     spec = {"kind": kind, "bin": bin_dir, "arch": arch, "criterion": criterion,
-            "bound": BOUNDS.get(name, False),
+            "bound": BOUNDS.get(name, False), "repo": before if "@" in name else REPO,
             "flags": extra + size_flags(arch, layers, hidden), **opts}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)],
                           capture_output=True, text=True,
@@ -277,6 +288,10 @@ def main(argv=None):
     parser.add_argument("--out-len", type=int, default=20, help="forced hypothesis length")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--skip-train", action="store_true", help="translation columns only")
+    parser.add_argument("--before", metavar="PATH",
+                        help="also run each of our (non-bound) systems from the fairseq_luong checkout "
+                        "at PATH (e.g. a git worktree of the commit before a change) as NAME@before, "
+                        "alternated with the others in the same run")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -284,6 +299,8 @@ def main(argv=None):
         import torch
 
         spec = json.loads(args.worker)
+        global PLUGIN_REPO
+        PLUGIN_REPO = spec["repo"]
         torch.set_num_threads(spec["threads"])
         if spec["kind"] == "train":
             res = worker_train(spec["bin"], spec["arch"], spec["flags"], spec["criterion"],
@@ -294,6 +311,11 @@ def main(argv=None):
         print(json.dumps(res))
         return
 
+    if args.before:
+        if not os.path.isdir(os.path.join(args.before, "fairseq_luong")):
+            raise SystemExit(f"error: --before {args.before}: no fairseq_luong/ there")
+        args.systems = [x for n in args.systems
+                        for x in ([n] if n == "lstm" or n in BOUNDS else [n, n + "@before"])]
     bin_dir = prepare_data(args.data, args.work)
     vocab, src_per_tgt, src_len = data_stats(bin_dir)
     peak = gemm_peak(args.threads)
@@ -312,13 +334,14 @@ def main(argv=None):
         gen = {n: [] for n in args.systems}
         for _ in range(args.repeats):
             for name in args.systems:  # alternate the systems
-                if not args.skip_train and name not in GEN_ONLY:
+                if not args.skip_train and base_name(name) not in GEN_ONLY:
                     train[name].append(run_worker("train", bin_dir, name, layers, hidden,
-                                                  {"updates": updates, "threads": args.threads}))
-                if name not in TRAIN_ONLY:
+                                                  {"updates": updates, "threads": args.threads,
+                                                   "before": args.before}))
+                if base_name(name) not in TRAIN_ONLY:
                     gen[name].append(run_worker("generate", bin_dir, name, layers, hidden,
                                                 {"sentences": sentences, "out_len": args.out_len,
-                                                 "threads": args.threads}))
+                                                 "threads": args.threads, "before": args.before}))
 
         peak = max(peak, gemm_peak(args.threads))  # again after the size: the best seen
 
@@ -334,7 +357,7 @@ def main(argv=None):
         for name in args.systems:
             if train[name]:
                 tps = med(train[name], "tokens_per_s")
-                flops = 3 * flops_per_target_token(name, layers, hidden, vocab, src_per_tgt, src_len)
+                flops = 3 * flops_per_target_token(base_name(name), layers, hidden, vocab, src_per_tgt, src_len)
                 training = (f"{tps:.0f} | {tps / med(train['lstm'], 'tokens_per_s'):.2f} | "
                             f"{spread(train[name], 'tokens_per_s', train['lstm'])} | "
                             f"{med(train[name], 'peak_mb'):.0f} | {100 * tps * flops / 1e9 / peak:.0f}%")
@@ -347,7 +370,7 @@ def main(argv=None):
                               f"{med(gen[name], 'peak_mb'):.0f}")
             else:
                 generation = "(same model) | | | "
-            loss = "(bound)" if name in BOUNDS else {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[name][2]]
+            loss = "(bound)" if name in BOUNDS else {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[base_name(name)][2]]
             print(f"| {size} | {name} | {loss} | {training} | {generation} |", flush=True)
     print(f"# GEMM peak, best seen: {peak:.0f} GFLOP/s")
 

@@ -14,8 +14,10 @@ from fairseq_luong.modules.attention_scores import (
 from fairseq_luong.modules.luong_attention import (
     AttentionalHidden,
     GlobalAttention,
-    LocalAttention,
+    LocalMAttention,
+    LocalPAttention,
     SourceMemory,
+    build_attention,
     predictive_alignment,
 )
 
@@ -34,7 +36,12 @@ def memory_from(values, lengths, left_pad, keys=None):
     pos = torch.arange(srclen).unsqueeze(0)
     mask = (pos < start.unsqueeze(1)) | (pos >= (start + lengths).unsqueeze(1))
     values = values.masked_fill(mask.unsqueeze(-1), 0.0)
-    return SourceMemory(values, values if keys is None else keys, mask, start, lengths)
+    return SourceMemory(values, keys, mask, start, lengths)
+
+
+def with_keys(att, mem):
+    """``mem`` with the keys ``att``'s score precomputes (as the decoder builds it)."""
+    return att.precompute(mem.values, mem.padding_mask, mem.start, mem.length)
 
 
 # ----------------------------------------------------------------- eq. 8
@@ -110,7 +117,7 @@ def test_global_padding_gets_zero_weight_either_side(name):
     results = []
     for left in (True, False):
         mem = memory_from(values, lengths, left)
-        mem = mem._replace(keys=score.precompute(mem.values))
+        mem = with_keys(att, mem)
         ctx, w = att(q, mem, 0, True)
         assert (w.masked_select(mem.padding_mask.unsqueeze(1).expand_as(w)) == 0).all()
         assert torch.allclose(w.sum(-1), torch.ones(B, T), atol=1e-6)
@@ -125,7 +132,7 @@ def test_global_padding_gets_zero_weight_either_side(name):
 def test_masked_softmax_in_half_precision_stays_finite():
     att = GlobalAttention(DotScore(H, H))
     mem = memory_from(torch.randn(B, S, H), [7, 4, 1], True)
-    mem = SourceMemory(*(t.bfloat16() if t.is_floating_point() else t for t in mem))
+    mem = SourceMemory(*(t.bfloat16() if t is not None and t.is_floating_point() else t for t in mem))
     ctx, w = att(torch.randn(B, T, H).bfloat16(), mem, 0, True)
     assert torch.isfinite(ctx.float()).all() and torch.isfinite(w.float()).all()
 
@@ -156,7 +163,9 @@ def softmax_over(slots):
 
 
 def local(mode, window=1):
-    return LocalAttention(DotScore(2, 2), mode, window, 2).double()
+    if mode == "m":
+        return LocalMAttention(DotScore(2, 2), window).double()
+    return LocalPAttention(DotScore(2, 2), window, 2).double()
 
 
 @pytest.mark.parametrize("left_pad,extra", [(True, 0), (True, 3), (False, 3)])
@@ -186,7 +195,7 @@ def test_local_m_step_offset_matches_incremental_index():
 
 
 def _localp_with_position(p_target, S=5):
-    """LocalAttention('p') whose eq. 9 gives p_t = p_target for q = e_0 (W_p = I)."""
+    """LocalPAttention whose eq. 9 gives p_t = p_target for q = e_0 (W_p = I)."""
     att = local("p")
     with torch.no_grad():
         att.W_p.weight.copy_(torch.eye(2, dtype=torch.double))
@@ -240,9 +249,9 @@ def test_local_scores_only_the_window(name, mode):
         return original(q, keys, positions)
 
     score.forward = spy
-    att = LocalAttention(score, mode, 2, H)
+    att = build_attention("local_" + mode, score, 2, H)
     mem = memory_from(torch.randn(B, 40, H), [40, 30, 3], True)
-    mem = mem._replace(keys=score.precompute(mem.values))
+    mem = with_keys(att, mem)
     _, w = att(torch.randn(B, 1, H), mem, 0, True)
     assert seen == [torch.Size([B, 1, 5, seen[0][-1]])]
     assert ((w > 0).sum(-1) <= 5).all()
@@ -251,7 +260,7 @@ def test_local_scores_only_the_window(name, mode):
 
 def test_local_p_gradcheck_through_p_t():
     torch.manual_seed(1)
-    att = LocalAttention(GeneralScore(3, 3), "p", 2, 3).double()
+    att = LocalPAttention(GeneralScore(3, 3), 2, 3).double()
     mem = memory_from(torch.randn(2, 8, 3, dtype=torch.double), [8, 5], True)
     mem = mem._replace(keys=att.score.precompute(mem.values).detach())
     q = torch.randn(2, 2, 3, dtype=torch.double)
@@ -274,15 +283,14 @@ def _functional(att, W_p, v_p, q, mem):
 
 
 def test_local_p_gradient_reaches_W_p_and_v_p():
-    att = LocalAttention(DotScore(H, H), "p", 3, H)
+    att = LocalPAttention(DotScore(H, H), 3, H)
     mem = memory_from(torch.randn(B, S, H), [7, 4, 2], True)
     ctx, _ = att(torch.randn(B, T, H), mem, 0, False)
     ctx.sum().backward()
     assert att.W_p.weight.grad.abs().sum() > 0 and att.v_p.weight.grad.abs().sum() > 0
 
 
-def test_location_score_is_global_only():
-    from fairseq_luong.modules.luong_attention import build_attention
-
+@pytest.mark.parametrize("attention_type", ["local_m", "local_p"])
+def test_location_score_is_global_only(attention_type):
     with pytest.raises(ValueError, match="global-only"):
-        build_attention("local_p", LocationScore(H, 10), 10, H)
+        build_attention(attention_type, LocationScore(H, 10), 10, H)

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from fairseq_luong.modules.luong_encoder import source_order
+from fairseq_luong.modules.row_schedule import RowSchedule, right_padded_lengths
 from tests.helpers import LUONG_ARCHS, build_model, collate, random_batch
 
 SIZES = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8",
@@ -85,10 +86,13 @@ def test_padded_batch_equals_each_sentence_alone(arch, extra):
 
 
 @pytest.mark.parametrize("arch,extra", VARIANTS, ids=IDS)
-def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, extra):
+def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, extra, monkeypatch):
     """In training the input-feeding decoder runs only the sentences still going at each
     step (rows sorted by target length); outputs and gradients must equal running each
     sentence alone (no padding, nothing skipped)."""
+    skipped = []
+    unpack = RowSchedule.unpack
+    monkeypatch.setattr(RowSchedule, "unpack", lambda self, outs: skipped.append(self.skips_padding) or unpack(self, outs))
     model, task = tiny(arch, *extra, "--dropout", "0")
     model.train()  # no alignments wanted: the packed path
     src_d, tgt_d = task.source_dictionary, task.target_dictionary
@@ -97,7 +101,7 @@ def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, e
     tgts = [torch.cat([torch.randint(4, len(tgt_d), (n,), generator=g), torch.tensor([2])]) for n in (2, 6, 0, 6)]
     batch = collate(srcs, tgts, src_d, tgt_d)
     if model.decoder.input_feed:
-        assert model.decoder._target_lengths(batch["prev_output_tokens"]).tolist() == [3, 7, 1, 7]
+        assert right_padded_lengths(batch["prev_output_tokens"], tgt_d.pad()).tolist() == [3, 7, 1, 7]
 
     def loss_and_grads(b):
         model.zero_grad(set_to_none=True)
@@ -108,6 +112,7 @@ def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, e
         return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     logits, grads = loss_and_grads(batch)
+    assert skipped == ([True] if model.decoder.input_feed else [])
     summed = {}
     for i, (s, t) in enumerate(zip(srcs, tgts)):
         one_logits, one_grads = loss_and_grads(collate([s], [t], src_d, tgt_d))
@@ -120,8 +125,9 @@ def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, e
 
 
 def test_padded_steps_are_skipped_only_for_right_padded_ragged_targets():
-    model, _ = tiny("luong_global_general")
-    lengths = model.decoder._target_lengths
+    def lengths(tokens):
+        return right_padded_lengths(tokens, pad=1)
+
     assert lengths(torch.tensor([[2, 5, 6], [2, 7, 1]])).tolist() == [3, 2]
     assert lengths(torch.tensor([[2, 5, 6], [2, 7, 8]])) is None  # nothing to skip
     assert lengths(torch.tensor([[2, 5, 6], [1, 2, 7]])) is None  # left padded

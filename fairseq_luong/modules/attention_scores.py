@@ -1,29 +1,52 @@
 """Alignment score functions of Luong, Pham & Manning (2015), eq. 8 and footnote 6.
 
-Every score shares one interface so that global and local attention apply on
-top of any of them (``luong_attention.py``):
-
-* ``precompute(values)`` runs once per source sentence and returns the
-  "keys" the score compares queries against (for *general* and *concat* the
-  source half of W_a applied to every h̄_s). The decoder caches them in its
-  incremental state and reorders them in beam search.
-* ``forward(query, keys, positions)`` returns unnormalised scores.
-  ``query`` is the top decoder layer's h_t for ``tgtlen`` steps at once,
-  ``bsz x tgtlen x H``. ``keys`` is either ``bsz x srclen x K`` (global: the
-  same memory for every step) or ``bsz x tgtlen x W x K`` (local: one window
-  per step). ``positions`` (sentence positions of the scored slots) is
-  ``bsz x 1 x srclen`` or ``bsz x tgtlen x W``; global attention computes it
-  only for scores with ``uses_positions = True`` (*location*), else passes None.
-  The result is ``bsz x tgtlen x N`` (N = srclen or W).
-
-Masking, softmax and the context vector live in the attention modules, not
-here.
+Every score is a small subclass of :class:`AttentionScore`, so that global and
+local attention (``luong_attention.py``) and Bahdanau et al.'s RNNsearch apply
+on top of any of them. Masking, softmax and the context vector live in the
+attention modules, not here.
 """
 import torch
 import torch.nn as nn
 from torch import Tensor
 
 from .luong_init import Linear
+
+
+class AttentionScore(nn.Module):
+    """score(query, h̄_s): the interface of every alignment score.
+
+    * ``precompute(values)`` runs once per source sentence and returns the "keys"
+      the score compares queries against, ``bsz x srclen x K`` (for *general* and
+      *concat* the source half of W_a applied to every h̄_s). The decoder caches
+      them in its incremental state and reorders them in beam search.
+    * ``forward(query, keys, positions)`` returns unnormalised scores. ``query``
+      is ``bsz x tgtlen x H`` (``tgtlen`` steps at once); ``keys`` is either
+      ``bsz x srclen x K`` (global: the same memory for every step) or
+      ``bsz x tgtlen x W x K`` (local: one window of W slots per step);
+      ``positions`` holds the sentence positions of the scored slots,
+      ``bsz x 1 x srclen`` or ``bsz x tgtlen x W``, and is None unless the score
+      declares ``uses_positions``. The result is ``bsz x tgtlen x N`` (N =
+      srclen or W).
+
+    What a score needs is declared, not guessed from its type:
+
+    * ``keys_are_values``: it compares queries with the values themselves (or
+      ignores them): there are no keys to precompute, cache or gather, and
+      ``precompute`` is never called;
+    * ``uses_positions``: it needs the positions of the scored slots;
+    * ``global_only``: it is defined over whole sentences and cannot score a
+      local window.
+    """
+
+    keys_are_values = False
+    uses_positions = False
+    global_only = False
+
+    def precompute(self, values: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, query: Tensor, keys: Tensor, positions) -> Tensor:
+        raise NotImplementedError
 
 
 def _dot_with_keys(query: Tensor, keys: Tensor) -> Tensor:
@@ -38,8 +61,10 @@ def _dot_with_keys(query: Tensor, keys: Tensor) -> Tensor:
     return torch.matmul(keys, query.unsqueeze(-1)).squeeze(-1)
 
 
-class DotScore(nn.Module):
+class DotScore(AttentionScore):
     """score(h_t, h̄_s) = h_t^T h̄_s (Luong et al. 2015, eq. 8, "dot")."""
+
+    keys_are_values = True
 
     def __init__(self, query_dim: int, value_dim: int):
         super().__init__()
@@ -49,14 +74,11 @@ class DotScore(nn.Module):
                 f"{query_dim} and {value_dim}; use --attention-score general"
             )
 
-    def precompute(self, values: Tensor) -> Tensor:
-        return values
-
     def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
         return _dot_with_keys(query, keys)
 
 
-class GeneralScore(nn.Module):
+class GeneralScore(AttentionScore):
     """score(h_t, h̄_s) = h_t^T W_a h̄_s (Luong et al. 2015, eq. 8, "general").
 
     W_a h̄_s is computed once per sentence (``precompute``), so a decoder step
@@ -75,11 +97,13 @@ class GeneralScore(nn.Module):
         return _dot_with_keys(query, keys)
 
 
-class ConcatScore(nn.Module):
+class ConcatScore(AttentionScore):
     """score(h_t, h̄_s) = v_a^T tanh(W_a [h_t; h̄_s]) (Luong et al. 2015, eq. 8, "concat").
 
     W_a = [W_q  W_k] is stored as its two halves: W_k h̄_s is computed once per
-    sentence (``precompute``), W_q h_t once per step.
+    sentence (``precompute``), W_q h_t once per step. This is also Bahdanau et
+    al.'s (2014) alignment model e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j)
+    (W_q = W_a, W_k = U_a), queried there with the previous decoder state.
     """
 
     def __init__(self, query_dim: int, value_dim: int, attention_dim: int):
@@ -103,7 +127,7 @@ class ConcatScore(nn.Module):
         return self.v_a(hidden).squeeze(-1)  # bsz x tgtlen x N
 
 
-class LocationScore(nn.Module):
+class LocationScore(AttentionScore):
     """a_t = softmax(W_a h_t) (Luong et al. 2015, eq. 8, "location", footnote 6).
 
     W_a h_t gives one score per sentence position 0 .. max_len - 1 (positions
@@ -115,15 +139,13 @@ class LocationScore(nn.Module):
     """
 
     uses_positions = True
+    global_only = True  # positions of a whole sentence (section 3.1)
+    keys_are_values = True  # it ignores the source content: nothing to precompute
 
     def __init__(self, query_dim: int, max_len: int):
         super().__init__()
         self.max_len = max_len
         self.W_a = Linear(query_dim, max_len, bias=True)
-
-    def precompute(self, values: Tensor) -> Tensor:
-        # location scores ignore the source content; keep a cheap placeholder
-        return values[:, :, :0]  # bsz x srclen x 0
 
     def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
         by_position = self.W_a(query)  # bsz x tgtlen x max_len
@@ -135,7 +157,7 @@ class LocationScore(nn.Module):
         return scores.masked_fill(positions >= self.max_len, float("-inf"))
 
 
-def build_score(name: str, query_dim: int, value_dim: int, location_max_len: int):
+def build_score(name: str, query_dim: int, value_dim: int, location_max_len: int) -> AttentionScore:
     if name == "dot":
         return DotScore(query_dim, value_dim)
     if name == "general":

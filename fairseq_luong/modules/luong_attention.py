@@ -1,21 +1,21 @@
 """Global and local attention of Luong, Pham & Manning (2015), sections 3.1-3.2.
 
-Both share one interface, ``forward(query, memory, step0, need_weights)``:
+Every attention is an :class:`Attention`: ``precompute(...)`` builds the
+:class:`SourceMemory` once per sentence (the score's keys included), and
+``forward(query, memory, step0, need_weights)`` attends:
 
-* ``query``: the top decoder layer's h_t for ``tgtlen`` consecutive steps,
-  ``bsz x tgtlen x H`` (``tgtlen`` is 1 inside the input-feeding loop and in
-  incremental decoding, the whole target without input feeding);
-* ``memory``: a :class:`SourceMemory` (encoder outputs at their original
-  padded positions, the score's precomputed keys, padding mask, and each
-  sentence's start offset and length);
+* ``query``: the decoder state the score compares with the memory for
+  ``tgtlen`` consecutive steps, ``bsz x tgtlen x H`` (``tgtlen`` is 1 inside a
+  step-by-step loop and in incremental decoding, the whole target otherwise);
+* ``memory``: a :class:`SourceMemory`;
 * ``step0``: the target index of the first query (local-m needs t);
 * returns the context c_t (``bsz x tgtlen x C``) and, if ``need_weights``, the
   alignment a_t over the padded source positions (``bsz x tgtlen x srclen``,
   exactly zero on padding and, for local attention, outside the window).
 
-The score function (``attention_scores.py``) is pluggable; masking and the
-softmax live here, once. The attentional hidden state of eq. 5 is
-:class:`AttentionalHidden`.
+The score function (``attention_scores.py``) is pluggable and declares what it
+needs; masking and the softmax live here, once. The attentional hidden state of
+eq. 5 is :class:`AttentionalHidden`.
 """
 from typing import NamedTuple, Optional, Tuple
 
@@ -24,15 +24,26 @@ import torch.nn as nn
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from .attention_scores import AttentionScore
 from .luong_init import Linear
 
 
 class SourceMemory(NamedTuple):
+    """What attention reads, per sentence; every field is batch-first."""
+
     values: Tensor  # bsz x srclen x C: h̄_s at the ORIGINAL padded positions
-    keys: Tensor  # bsz x srclen x K: score.precompute(values)
+    keys: Optional[Tensor]  # bsz x srclen x K: score.precompute(values); None if keys_are_values
     padding_mask: Tensor  # bsz x srclen: True on padding
     start: Tensor  # bsz: padded index of each sentence's first token
     length: Tensor  # bsz: each sentence's length S, appended EOS included
+
+    def score_keys(self) -> Tensor:
+        """What the score compares queries against: the keys, or the values themselves."""
+        return self.values if self.keys is None else self.keys
+
+    def map_rows(self, select) -> "SourceMemory":
+        """``select`` (a row selection: index_select, narrowing) applied to every field."""
+        return SourceMemory(*(None if field is None else select(field) for field in self))
 
 
 def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
@@ -50,26 +61,40 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     return probs.type_as(scores)
 
 
-class GlobalAttention(nn.Module):
+class Attention(nn.Module):
+    """The interface of global and local attention (see the module docstring)."""
+
+    def __init__(self, score: AttentionScore):
+        super().__init__()
+        self.score = score
+
+    def precompute(self, values: Tensor, padding_mask: Tensor, start: Tensor, length: Tensor,
+                   keys: Optional[Tensor] = None) -> SourceMemory:
+        """The memory of a batch of sentences; ``keys`` if already computed (cached in
+        incremental decoding), else the score's precomputed keys, once per sentence."""
+        if keys is None and not self.score.keys_are_values:
+            keys = self.score.precompute(values)  # bsz x srclen x K
+        return SourceMemory(values, keys, padding_mask, start, length)
+
+    def forward(self, query: Tensor, memory: SourceMemory, step0: int,
+                need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        raise NotImplementedError
+
+
+class GlobalAttention(Attention):
     """a_t(s) = exp(score(h_t, h̄_s)) / sum_s' exp(score(h_t, h̄_s')) (Luong et al. 2015, eq. 7).
 
     Over each sentence's real positions only; c_t = sum_s a_t(s) h̄_s.
     """
 
-    def __init__(self, score: nn.Module):
-        super().__init__()
-        self.score = score
-
-    def forward(
-        self, query: Tensor, memory: SourceMemory, step0: int, need_weights: bool
-    ) -> Tuple[Tensor, Optional[Tensor]]:
+    def forward(self, query, memory, step0, need_weights):
         positions = None
-        if getattr(self.score, "uses_positions", False):
+        if self.score.uses_positions:
             srclen = memory.values.size(1)
             # sentence positions of the padded slots (negative on left padding)
             positions = torch.arange(srclen, device=query.device).unsqueeze(0) - memory.start.unsqueeze(1)
             positions = positions.clamp(min=0).unsqueeze(1)  # bsz x 1 x srclen
-        scores = self.score(query, memory.keys, positions)  # bsz x tgtlen x srclen
+        scores = self.score(query, memory.score_keys(), positions)  # bsz x tgtlen x srclen
         align = masked_softmax(scores, memory.padding_mask.unsqueeze(1))
         # bsz x tgtlen x srclen @ bsz x srclen x C -> bsz x tgtlen x C
         context = torch.bmm(align, memory.values)
@@ -96,55 +121,42 @@ def gaussian_window(positions: Tensor, p_t: Tensor, sigma: float) -> Tensor:
     return torch.exp(-((positions.to(p_t.dtype) - p_t.unsqueeze(-1)) ** 2) / (2.0 * sigma**2))
 
 
-class LocalAttention(nn.Module):
-    """Local attention (Luong et al. 2015, section 3.2, eq. 9-10, footnotes 8-10).
+class LocalAttention(Attention):
+    """Local attention (Luong et al. 2015, section 3.2, footnotes 8-10).
 
     The window [p_t - D, p_t + D] (2D + 1 slots, centred on floor(p_t)) is
     gathered from the memory and scored; nothing outside it is scored, so a
     step costs O(D), not O(S). Slots outside the sentence or on padding get
     exactly zero weight and the softmax runs over the valid slots only
-    (footnote 8). ``mode``:
-
-    * ``"m"`` (local-m, monotonic): p_t = t clipped to the sentence; the
-      alignment is eq. 7 restricted to the window.
-    * ``"p"`` (local-p, predictive): p_t by eq. 9 with each sentence's own S;
-      the window softmax is multiplied by the Gaussian of eq. 10 (sigma =
-      D/2) and NOT renormalised; gradients reach W_p, v_p through it
-      (footnote 10).
+    (footnote 8). Subclasses say how p_t is found (:meth:`aligned_position`)
+    and may reweight the window's alignment (:meth:`reweight`).
 
     Positions count from each sentence's first token in the ORIGINAL source
     order (the encoder maps reversed sources back), and the memory holds the
     appended EOS, so S = words + 1 (see the README).
     """
 
-    def __init__(self, score: nn.Module, mode: str, window: int, query_dim: int):
-        super().__init__()
-        if mode not in ("m", "p"):
-            raise ValueError(f"local attention mode must be 'm' or 'p', got {mode!r}")
+    def __init__(self, score: AttentionScore, window: int):
+        super().__init__(score)
+        if score.global_only:
+            raise ValueError(
+                f"the {type(score).__name__} is global-only (Luong et al. 2015, section 3.1): "
+                "use --attention-type global"
+            )
         if window < 0:
             raise ValueError(f"--local-window must be >= 0, got {window}")
-        self.score = score
-        self.mode = mode
         self.window = window
-        self.sigma = window / 2.0 if window > 0 else 0.5
-        if mode == "p":
-            self.W_p = Linear(query_dim, query_dim, bias=False)
-            self.v_p = Linear(query_dim, 1, bias=False)
-        self.register_buffer(
-            "offsets", torch.arange(-window, window + 1), persistent=False
-        )
+        self.register_buffer("offsets", torch.arange(-window, window + 1), persistent=False)
 
     def aligned_position(self, query: Tensor, memory: SourceMemory, step0: int) -> Tensor:
-        """p_t for every query step: bsz x tgtlen (real-valued for local-p)."""
-        last = (memory.length - 1).unsqueeze(1)  # bsz x 1
-        if self.mode == "m":
-            t = torch.arange(step0, step0 + query.size(1), device=query.device).unsqueeze(0)
-            return torch.minimum(t, last).to(_at_least_float32(query.dtype))  # bsz x tgtlen
-        return predictive_alignment(query, self.W_p, self.v_p, memory.length)
+        """p_t for every query step: bsz x tgtlen, float32 or wider."""
+        raise NotImplementedError
 
-    def forward(
-        self, query: Tensor, memory: SourceMemory, step0: int, need_weights: bool
-    ) -> Tuple[Tensor, Optional[Tensor]]:
+    def reweight(self, align: Tensor, positions: Tensor, p_t: Tensor) -> Tensor:
+        """The window's alignment (bsz x tgtlen x W) after the softmax; unchanged here."""
+        return align
+
+    def forward(self, query, memory, step0, need_weights):
         p_t = self.aligned_position(query, memory, step0)  # bsz x tgtlen
         if torch.is_grad_enabled() and query.requires_grad:
             # The gathered windows (bsz x tgtlen x W x C, values and keys) are gathered
@@ -181,19 +193,48 @@ class LocalAttention(nn.Module):
         W = positions.size(-1)
         win_values = values.reshape(bsz * srclen, C).index_select(0, flat)
         win_values = win_values.view(bsz, tgtlen, W, C)  # bsz x tgtlen x W x C
-        if keys is values:
+        if keys is None:  # the score's keys are the values
             win_keys = win_values
         else:
             K = keys.size(-1)
             win_keys = keys.reshape(bsz * srclen, K).index_select(0, flat)
             win_keys = win_keys.view(bsz, tgtlen, W, K)  # bsz x tgtlen x W x K
-        scores = self.score(query, win_keys, positions)  # bsz x tgtlen x W
-        align = masked_softmax(scores, ~valid)
-        if self.mode == "p":
-            align = align * gaussian_window(positions, p_t, self.sigma).to(align.dtype)
+        scores = self.score(query, win_keys, positions if self.score.uses_positions else None)
+        align = self.reweight(masked_softmax(scores, ~valid), positions, p_t)  # bsz x tgtlen x W
         # bsz x tgtlen x 1 x W @ bsz x tgtlen x W x C -> bsz x tgtlen x C
         context = torch.matmul(align.unsqueeze(2), win_values).squeeze(2)
         return context, align, padded
+
+
+class LocalMAttention(LocalAttention):
+    """local-m, monotonic alignment (Luong et al. 2015, section 3.2): p_t = t, clipped
+    to the sentence; the alignment is eq. 7 restricted to the window."""
+
+    def aligned_position(self, query, memory, step0):
+        last = (memory.length - 1).unsqueeze(1)  # bsz x 1
+        t = torch.arange(step0, step0 + query.size(1), device=query.device).unsqueeze(0)
+        return torch.minimum(t, last).to(_at_least_float32(query.dtype))  # bsz x tgtlen
+
+
+class LocalPAttention(LocalAttention):
+    """local-p, predictive alignment (Luong et al. 2015, section 3.2, eq. 9-10).
+
+    p_t by eq. 9 with each sentence's own S; the window's softmax is multiplied
+    by the Gaussian of eq. 10 (sigma = D/2) and NOT renormalised; gradients reach
+    W_p, v_p through it (footnote 10).
+    """
+
+    def __init__(self, score: AttentionScore, window: int, query_dim: int):
+        super().__init__(score, window)
+        self.sigma = window / 2.0 if window > 0 else 0.5
+        self.W_p = Linear(query_dim, query_dim, bias=False)
+        self.v_p = Linear(query_dim, 1, bias=False)
+
+    def aligned_position(self, query, memory, step0):
+        return predictive_alignment(query, self.W_p, self.v_p, memory.length)
+
+    def reweight(self, align, positions, p_t):
+        return align * gaussian_window(positions, p_t, self.sigma).to(align.dtype)
 
 
 class AttentionalHidden(nn.Module):
@@ -208,11 +249,11 @@ class AttentionalHidden(nn.Module):
         return torch.tanh(self.W_c(torch.cat((context, h), dim=-1)))
 
 
-def build_attention(attention_type: str, score: nn.Module, window: int, query_dim: int):
+def build_attention(attention_type: str, score: AttentionScore, window: int, query_dim: int) -> Attention:
     if attention_type == "global":
         return GlobalAttention(score)
-    if attention_type in ("local_m", "local_p"):
-        if type(score).__name__ == "LocationScore":
-            raise ValueError("the location score is global-only (Luong et al. 2015, section 3.1)")
-        return LocalAttention(score, attention_type[-1], window, query_dim)
+    if attention_type == "local_m":
+        return LocalMAttention(score, window)
+    if attention_type == "local_p":
+        return LocalPAttention(score, window, query_dim)
     raise ValueError(f"unknown --attention-type {attention_type!r}")

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
+from .row_schedule import RowSchedule
 
 
 def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
@@ -57,15 +58,6 @@ def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
     else:
         gates = torch.addmm(gates, below, weights[0]).addmm_(h, weights[1])  # rows x 4H
     return lstm_cell_update(gates, c)
-
-
-def _map_rows(memory: SourceMemory, select) -> SourceMemory:
-    """``select`` (a row selection) applied to every field of the memory; keys that are
-    the values stay the values (the dot score and local attention rely on it)."""
-    values = select(memory.values)
-    keys = values if memory.keys is memory.values else select(memory.keys)
-    return SourceMemory(values, keys, select(memory.padding_mask), select(memory.start),
-                        select(memory.length))
 
 
 class LuongDecoder(FairseqIncrementalDecoder):
@@ -149,19 +141,16 @@ class LuongDecoder(FairseqIncrementalDecoder):
         feed = x.new_zeros(bsz, self.hidden_size) if self.input_feed else None
         return h0, c0, feed
 
-    def _memory(self, encoder_out: Dict[str, Tensor], cached) -> SourceMemory:
-        values = encoder_out["encoder_out"]  # bsz x srclen x C
-        keys = values
-        if self.attention is not None:
-            keys = cached.get("keys") if cached is not None else None
-            if keys is None:
-                keys = self.attention.score.precompute(values)
-        return SourceMemory(
-            values,
-            keys,
+    def _memory(self, encoder_out: Dict[str, Tensor], cached) -> Optional[SourceMemory]:
+        """The attention's memory; its keys from the incremental state once computed."""
+        if self.attention is None:
+            return None
+        return self.attention.precompute(
+            encoder_out["encoder_out"],  # bsz x srclen x C
             encoder_out["encoder_padding_mask"],
             encoder_out["src_start"],
             encoder_out["src_length"],
+            keys=cached.get("keys") if cached is not None else None,
         )
 
     # ---------------------------------------------------------------- forward
@@ -183,7 +172,6 @@ class LuongDecoder(FairseqIncrementalDecoder):
         step0 = full_len - tgtlen  # target index of the first step computed here
 
         x = self.dropout_in(self.embed_tokens(prev_output_tokens))  # bsz x tgtlen x E
-        x = x.transpose(0, 1)  # tgtlen x bsz x E
         if cached is not None:
             h0, c0, feed = cached["h"], cached["c"], cached.get("feed")
         else:
@@ -192,88 +180,55 @@ class LuongDecoder(FairseqIncrementalDecoder):
         need_weights = self.need_attn and not self.training and self.attention is not None
 
         if self.input_feed:
-            lengths = None if incremental_state is not None or need_weights else (
-                self._target_lengths(prev_output_tokens))
+            schedule = RowSchedule.for_targets(
+                prev_output_tokens, self.dictionary.pad(),
+                skip_padding=incremental_state is None and not need_weights)
             out, h_n, c_n, feed, attn = self._run_input_feeding(
-                x, h0, c0, feed, memory, step0, need_weights, lengths)
+                x, h0, c0, feed, memory, step0, need_weights, schedule)
         else:
-            out, h_n, c_n, attn = self._run_layerwise(x, h0, c0, memory, step0, need_weights)
+            out, h_n, c_n, attn = self._run_layerwise(
+                x.transpose(0, 1), h0, c0, memory, step0, need_weights)
 
         if incremental_state is not None:
             state: Dict[str, Optional[Tensor]] = {"h": h_n, "c": c_n, "feed": feed}
-            if self.attention is not None and memory.keys is not memory.values:
+            if memory is not None and memory.keys is not None:
                 state["keys"] = memory.keys
             self.set_incremental_state(incremental_state, "cached_state", state)
         return out, {"attn": [attn]}
 
-    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, lengths=None):
+    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, schedule: RowSchedule):
         """Step by step: h~_{t-1} joins the next step's input (section 3.3).
 
-        With ``lengths`` (bsz, right-padded full targets; see :meth:`_target_lengths`) the
-        rows are sorted by length and step t runs only the sentences still going, as a
-        packed sequence: no gate, attention or output work on padding. Their outputs
-        are then zeros and the final states are not returned (nothing continues them).
+        The loop body is the step of the module docstring; ``schedule`` owns which rows
+        run at each step (``row_schedule.py``). When it skips padded steps, the final
+        states are not returned (they cover only the last step's rows; nothing continues
+        them in training). x: bsz x tgtlen x E.
         """
-        tgtlen, bsz = x.size(0), x.size(1)
         emb_weight, biases, rec_weights = self._gate_weights()
-        active = [bsz] * tgtlen
-        if lengths is not None:
-            order = lengths.argsort(descending=True, stable=True)  # bsz
-            steps = torch.arange(tgtlen, device=lengths.device)
-            active = (lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()  # tgtlen
-            x, feed = x.index_select(1, order), feed.index_select(0, order)
-            h0, c0 = h0.index_select(1, order), c0.index_select(1, order)
-            memory = _map_rows(memory, lambda m: m.index_select(0, order))
-        hs: List[Tensor] = list(h0.unbind(0))
-        cs: List[Tensor] = list(c0.unbind(0))
-        # embedding half of layer 0's gates for every step at once: tgtlen x bsz x 4H,
-        # unbound into steps (one stack in the backward, not a zero-filled
-        # tgtlen x bsz x 4H gradient per step as x_gates[t] would give)
-        x_gates = F.linear(x, emb_weight, biases[0]).unbind(0)
+        hs, cs = list(h0.unbind(0)), list(c0.unbind(0))  # per layer: bsz x H
+        x, hs, cs, feed, memory = schedule.sort((x, hs, cs, feed, memory))
+        # embedding half of layer 0's gates for every step at once:
+        # tgtlen x bsz x E -> tgtlen x bsz x 4H -> step t: rows(t) x 4H
+        x_gates = schedule.per_step(F.linear(x.transpose(0, 1), emb_weight, biases[0]))
         outs: List[Tensor] = []
         attns: List[Tensor] = []
-        rows = bsz
-        for t in range(tgtlen):
-            if active[t] < rows:  # sentences ended: keep the first active[t] rows
-                rows = active[t]
-                hs, cs = [h[:rows] for h in hs], [c[:rows] for c in cs]
-                feed = feed[:rows]
-                memory = _map_rows(memory, lambda m: m[:rows])
-            below = feed
-            gates = x_gates[t] if rows == bsz else x_gates[t][:rows]
+        for t in schedule.steps():
+            hs, cs, feed, memory = schedule.at_step(t, (hs, cs, feed, memory))
+            below, gates = feed, x_gates[t]
             for i in range(self.num_layers):
                 if i > 0:
-                    below = self.dropout_hidden(hs[i - 1])
-                    gates = biases[i]
+                    below, gates = self.dropout_hidden(hs[i - 1]), biases[i]
                 hs[i], cs[i] = lstm_layer_step(gates, below, hs[i], cs[i], rec_weights[i])
-            top = hs[-1].unsqueeze(1)  # rows x 1 x H
-            htilde, attn = self._attend(top, memory, step0 + t, need_weights)
+            htilde, attn = self._attend(hs[-1].unsqueeze(1), memory, step0 + t, need_weights)
             feed = self.dropout_out(htilde.squeeze(1))  # rows x H
             outs.append(feed)
             if attn is not None:
                 attns.append(attn)
+        out = schedule.unpack(outs)  # bsz x tgtlen x H
         attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
-        if lengths is None:
-            out = torch.stack(outs, dim=1)  # bsz x tgtlen x H
-            return out, torch.stack(hs), torch.stack(cs), feed, attn
-        # packed (sum of active) x H -> bsz x tgtlen x H in the original row order
-        index = torch.cat([order[:n] * tgtlen + t for t, n in enumerate(active)])
-        packed = torch.cat(outs, 0)
-        out = packed.new_zeros(bsz * tgtlen, packed.size(1)).index_copy(0, index, packed)
-        return out.view(bsz, tgtlen, -1), None, None, None, attn
-
-    def _target_lengths(self, prev_output_tokens: Tensor) -> Optional[Tensor]:
-        """Each row's length (bsz) if the rows are right-padded and some are shorter, so
-        that padded steps can be skipped; None otherwise (then every row runs every step)."""
-        real = prev_output_tokens.ne(self.dictionary.pad())  # bsz x tgtlen
-        lengths = real.sum(1)  # bsz
-        tgtlen = prev_output_tokens.size(1)
-        if tgtlen < 2 or bool((lengths == tgtlen).all()) or bool((lengths == 0).any()):
-            return None
-        steps = torch.arange(tgtlen, device=lengths.device)
-        if not torch.equal(real, steps.unsqueeze(0) < lengths.unsqueeze(1)):  # not right-padded
-            return None
-        return lengths
+        if schedule.skips_padding:
+            return out, None, None, None, attn
+        return out, torch.stack(hs), torch.stack(cs), feed, attn
 
     def _gate_weights(self) -> Tuple[Tensor, List[Tensor], List[Tuple[Tensor, ...]]]:
         """Layer 0's embedding weights (4H x E), each layer's b_ih + b_hh, and each layer's
