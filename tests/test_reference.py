@@ -1,69 +1,94 @@
-"""The optimised decoder equals a slow, straightforward reference (outputs and gradients).
+"""The optimised decoders equal their family's reference (``tests/reference_decoders.py``).
 
-The reference runs the paper's equations one step at a time with ``nn.LSTM`` called on
-single steps, plain ``torch.cat`` inputs, and attention written out with einsum; the
-model hoists products out of the loop, fuses gate weights, caches keys and (without
-input feeding) runs whole sequences. Both must agree to 1e-5.
+The reference is the specification: the paper's equations one step and one sentence at
+a time. The models hoist products out of the loop, fuse gate weights, cache keys, gather
+local windows in a batch and (without input feeding) run whole sequences. Outputs and
+every gradient must agree to 1e-5, in eval mode on ragged batches and in training mode
+with dropout masks fixed by one seed.
 """
 import pytest
 import torch
 import torch.nn.functional as F
 
 from tests.helpers import build_model, random_batch
+from tests.reference_decoders import luong_reference
 
 SIZES = ["--encoder-embed-dim", "6", "--encoder-hidden-size", "5", "--decoder-embed-dim", "6",
-         "--decoder-hidden-size", "5", "--encoder-layers", "3", "--decoder-layers", "3"]
+         "--decoder-hidden-size", "5", "--encoder-layers", "3", "--decoder-layers", "3",
+         "--local-window", "2", "--location-max-len", "7"]
+VARIANTS = [
+    ("luong_base", []),
+    ("luong_base", ["--no-input-feed", "--no-attention"]),
+    ("luong_global_dot", []),
+    ("luong_global_general", []),
+    ("luong_global_general", ["--no-input-feed"]),
+    ("luong_global_general", ["--reverse-source"]),
+    ("luong_global_concat", []),
+    ("luong_global_location", []),
+    ("luong_localm", []),
+    ("luong_localm", ["--attention-score", "dot", "--no-input-feed"]),
+    ("luong_localp", []),
+    ("luong_localp", ["--attention-score", "concat", "--reverse-source"]),
+    ("luong_localp", ["--no-input-feed", "--local-window", "1"]),
+    ("luong_global_general", ["--encoder-bidirectional", "--encoder-hidden-size", "4"]),
+]
+IDS = [arch + "".join(extra).replace("--", "+") for arch, extra in VARIANTS]
+REFERENCES = {"luong_lstm": luong_reference}
 
 
-def reference_decoder(model, batch):
-    """Luong et al. eq. 5-8 (global, general score), one step at a time, no tricks."""
-    dec = model.decoder
-    enc = model.encoder(batch["src_tokens"], batch["src_lengths"])
-    h = list(enc["final_hiddens"].unbind(0))
-    c = list(enc["final_cells"].unbind(0))
-    values, mask = enc["encoder_out"], enc["encoder_padding_mask"]
-    W_a = dec.attention.score.W_a.weight
-    emb = dec.embed_tokens(batch["prev_output_tokens"])  # bsz x tgtlen x E
-    feed = emb.new_zeros(emb.size(0), dec.hidden_size) if dec.input_feed else None
-    outs = []
-    for t in range(emb.size(1)):
-        inp = emb[:, t] if feed is None else torch.cat([emb[:, t], feed], 1)
-        for i, layer in enumerate(dec.layers):
-            out, (hh, cc) = layer(inp.unsqueeze(0), (h[i].unsqueeze(0), c[i].unsqueeze(0)))
-            h[i], c[i] = hh[0], cc[0]
-            inp = h[i]
-        top = h[-1]
-        scores = torch.einsum("bh,hc,bsc->bs", top, W_a, values)  # h_t^T W_a h̄_s
-        a = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
-        ctx = torch.einsum("bs,bsc->bc", a, values)
-        htilde = torch.tanh(dec.attentional_hidden.W_c(torch.cat([ctx, top], 1)))
-        feed = htilde if feed is not None else None
-        outs.append(htilde)
-    return dec.output_layer(torch.stack(outs, 1))
+def reference(model, batch):
+    ref = REFERENCES[type(model).__name__.replace("Model", "").replace("LSTM", "_lstm").lower()]
+    return ref(model, batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])
 
 
-@pytest.mark.parametrize("extra", [[], ["--no-input-feed"], ["--reverse-source"]])
-def test_optimised_path_equals_reference_outputs_and_gradients(extra):
-    torch.manual_seed(0)
-    model, task, _ = build_model("luong_global_general", *SIZES, *extra)
-    model.eval()  # no dropout: both paths are deterministic
-    batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 7, 7))
+def outputs_and_grads(model, batch, run, seed):
+    """Logits and every parameter's gradient of the summed CE over real target tokens."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)  # the dropout masks
+    logits = run(model, batch)
     target = batch["target"]
+    F.cross_entropy(logits.transpose(1, 2), target, ignore_index=1, reduction="sum").backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return logits.detach(), grads
 
-    def grads(logits):
-        model.zero_grad()
-        F.cross_entropy(logits.transpose(1, 2), target).backward()
-        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
+def fast(model, batch):
+    return model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])[0]
+
+
+def assert_same(model, batch, seed=0):
+    real = batch["target"].ne(1).unsqueeze(-1)  # compare real target positions
     with torch.enable_grad():
-        fast = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])[0]
-        g_fast = grads(fast)
-        slow = reference_decoder(model, batch)
-        g_slow = grads(slow)
-    assert (fast - slow).abs().max() < 1e-5
-    assert g_fast.keys() == g_slow.keys()
-    for name in g_fast:
-        assert (g_fast[name] - g_slow[name]).abs().max() < 1e-5, name
+        got, g_got = outputs_and_grads(model, batch, fast, seed)
+        want, g_want = outputs_and_grads(model, batch, reference, seed)
+    assert (got - want).masked_select(real).abs().max() < 1e-5
+    assert g_got.keys() == g_want.keys()
+    for name in g_got:
+        assert (g_got[name] - g_want[name]).abs().max() < 1e-5, name
+
+
+@pytest.mark.parametrize("arch,extra", VARIANTS, ids=IDS)
+def test_eval_mode_equals_reference_on_a_ragged_batch(arch, extra):
+    torch.manual_seed(0)
+    model, task, _ = build_model(arch, *SIZES, *extra)
+    model.eval()
+    assert_same(model, random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 4, 6)))
+
+
+@pytest.mark.parametrize("arch,extra", VARIANTS, ids=IDS)
+def test_training_mode_with_seeded_dropout_equals_reference(arch, extra):
+    torch.manual_seed(0)
+    model, task, _ = build_model(arch, *SIZES, *extra, "--dropout", "0.3")
+    model.train()
+    batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 7, 7))
+    assert_same(model, batch, seed=11)
+    # the masks matter: another seed gives other outputs
+    with torch.no_grad():
+        torch.manual_seed(11)
+        a = fast(model, batch)
+        torch.manual_seed(12)
+        b = fast(model, batch)
+    assert (a - b).abs().max() > 1e-3
 
 
 def test_inference_follows_parameter_updates():
@@ -73,10 +98,10 @@ def test_inference_follows_parameter_updates():
     model.eval()
     batch = random_batch(task)
     with torch.no_grad():
-        before = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])[0]
+        before = fast(model, batch)
         model.decoder.layers[1].weight_hh_l0.add_(0.5)  # as an optimizer step would
-        after = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])[0]
+        after = fast(model, batch)
     with torch.enable_grad():
-        fresh = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])[0]
+        fresh = fast(model, batch)
     assert (after - before).abs().max() > 1e-3
     assert torch.allclose(after, fresh.detach(), atol=1e-6)

@@ -19,6 +19,12 @@ attention is computed for all steps at once.
 
 Every decoder layer's parameters live in a one-layer ``nn.LSTM`` (gate order
 i, f, g, o), whichever path runs.
+
+Specification: ``luong_reference`` in ``tests/reference_decoders.py`` runs the same
+equations one step and one sentence at a time; ``tests/test_reference.py`` checks
+that this decoder gives its outputs and gradients for every architecture (change the
+reference first), and ``tests/test_op_counts.py`` that the hoisted products stay
+out of the per-step loop.
 """
 from typing import Dict, List, Optional, Tuple
 
