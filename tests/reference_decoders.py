@@ -133,3 +133,81 @@ def luong_reference(model, src_tokens, src_lengths, prev_output_tokens):
             htilde = torch.stack([luong_attend(dec, top[:, t], t, enc) for t in range(tgtlen)], 1)
         features = dec.dropout_out(htilde)
     return dec.output_layer(features)
+
+
+# ---------------------------------------------------------------- Bahdanau et al.
+
+
+def gru_reference(gru, x, h):
+    """One GRU step for one sentence (Bahdanau et al. 2014, appendix A.2.1), from the
+    parameters: the reset gate multiplies h_{t-1} before U. x: in, h: H."""
+    W_z, W_r, W = gru.W.weight.chunk(3)
+    b_z, b_r, b = gru.W.bias.chunk(3)
+    U_z, U_r = gru.U_zr.weight.chunk(2)
+    z = torch.sigmoid(W_z @ x + b_z + U_z @ h)
+    r = torch.sigmoid(W_r @ x + b_r + U_r @ h)
+    candidate = torch.tanh(W @ x + b + gru.U.weight @ (r * h))
+    return (1 - z) * h + z * candidate
+
+
+def rnnsearch_encoder_reference(encoder, src_tokens):
+    """Annotations h_j = [forward h_j; backward h_j] (section 3.2), one sentence at a time.
+
+    The embeddings are dropped out as the encoder does (one bsz x srclen x E tensor of
+    each sentence's tokens, first to last, padding after). Returns the annotations at
+    the original padded positions (bsz x srclen x 2H, zeros on padding) and backward h_1.
+    """
+    from fairseq_luong.modules.luong_encoder import source_order
+
+    bsz, srclen = src_tokens.size()
+    order, length, start = source_order(src_tokens, encoder.padding_idx, encoder.eos_idx, reverse=False)
+    x = encoder.dropout_in(encoder.embed_tokens(src_tokens.gather(1, order)))  # bsz x srclen x E
+    H = encoder.hidden_size
+    annotations = x.new_zeros(bsz, srclen, 2 * H)
+    firsts = []
+    for b in range(bsz):
+        S, s0 = int(length[b]), int(start[b])
+        forward, backward = [], [None] * S
+        h = x.new_zeros(H)
+        for j in range(S):  # x_1 .. x_S
+            h = gru_reference(encoder.forward_gru, x[b, j], h)
+            forward.append(h)
+        h = x.new_zeros(H)
+        for j in reversed(range(S)):  # x_S .. x_1
+            h = gru_reference(encoder.backward_gru, x[b, j], h)
+            backward[j] = h
+        rows = torch.stack([torch.cat([f, k]) for f, k in zip(forward, backward)])  # S x 2H
+        annotations = annotations.index_put((torch.tensor([b]), torch.arange(s0, s0 + S)), rows)
+        firsts.append(backward[0])
+    return annotations, torch.stack(firsts), start, length
+
+
+def rnnsearch_reference(model, src_tokens, src_lengths, prev_output_tokens):
+    """Bahdanau, Cho & Bengio (2014): the encoder of section 3.2 and the decoder step of
+    ``rnnsearch_decoder.py``'s docstring (appendix A.2.2), one step and one sentence at a
+    time. Returns the logits, bsz x tgtlen x V."""
+    enc, dec = model.encoder, model.decoder
+    annotations, first, start, length = rnnsearch_encoder_reference(enc, src_tokens)
+    emb = dec.dropout_in(dec.embed_tokens(prev_output_tokens))  # bsz x tgtlen x E
+    bsz, tgtlen = prev_output_tokens.size()
+    score = dec.attention.score
+    W_a, U_a, v_a = score.W_q.weight, score.W_k.weight, score.v_a.weight[0]
+    pieces = dec.maxout_pieces
+    s = [torch.tanh(dec.W_s.weight @ first[b] + dec.W_s.bias) for b in range(bsz)]  # s_0
+    t_steps = []
+    for i in range(tgtlen):
+        t_rows = []
+        for b in range(bsz):
+            h = annotations[b, int(start[b]) : int(start[b] + length[b])]  # Tx x 2H
+            e = torch.tanh(W_a @ s[b] + h @ U_a.t()) @ v_a  # e_ij from s_{i-1}
+            alpha = torch.softmax(e.to(torch.promote_types(e.dtype, torch.float32)), 0).to(e.dtype)
+            c = alpha @ h  # c_i
+            s_new = gru_reference(dec.gru, torch.cat([emb[b, i], c]), s[b])  # s_i
+            s_out = s_new if dec.deep_output_from_current else s[b]
+            t_tilde = dec.U_o.weight @ s_out + dec.U_o.bias + dec.V_o.weight @ emb[b, i] + dec.C_o.weight @ c
+            t_rows.append(torch.stack([t_tilde[k : k + pieces].max() for k in range(0, len(t_tilde), pieces)]))
+            s[b] = s_new
+        t_steps.append(torch.stack(t_rows))
+    # dropout on t_i as the fast path draws it: one step-major tgtlen*bsz x l tensor
+    t = dec.dropout_out(torch.cat(t_steps)).view(tgtlen, bsz, -1).transpose(0, 1)
+    return dec.output_layer(t)

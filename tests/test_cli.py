@@ -9,6 +9,8 @@ from tests.helpers import LUONG_ARCHS, REPO, USER_DIR, bin_path, run
 
 TINY = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16",
         "--decoder-embed-dim", "16", "--decoder-hidden-size", "16", "--location-max-len", "40"]
+RNNSEARCH_TINY = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-embed-dim", "16",
+                  "--decoder-hidden-size", "16", "--init-uniform", "0.1"]
 TRAIN = ["--optimizer", "adam", "--lr", "0.005", "--max-tokens", "1500",
          "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
          "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "1", "--log-format", "simple",
@@ -32,7 +34,8 @@ _TRAINED = {}
 def train(data_bin, arch, updates=4, save_dir=None, extra=()):
     save_dir = save_dir or data_bin / f"ckpt_{arch}"
     proc = run([bin_path("fairseq-train"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                "--arch", arch, *TINY, *TRAIN, "--max-update", str(updates),
+                "--arch", arch, *(RNNSEARCH_TINY if arch.startswith("rnnsearch") else TINY), *TRAIN,
+                "--max-update", str(updates),
                 "--save-dir", str(save_dir), *extra])
     return save_dir / "checkpoint_last.pt", proc
 
@@ -57,7 +60,7 @@ def check_generate_output(out, n_sentences, alignments=True):
     return hyps
 
 
-@pytest.mark.parametrize("arch", LUONG_ARCHS)
+@pytest.mark.parametrize("arch", LUONG_ARCHS + ["rnnsearch_tiny"])
 def test_train_generate_interactive(data_bin, arch):
     ckpt = trained(data_bin, arch)
     align = [] if arch == "luong_base" else ["--print-alignment"]
@@ -85,8 +88,9 @@ def test_relative_user_dir_from_repository_root(data_bin):
     check_generate_output(proc.stdout, 12, alignments=False)
 
 
-def test_ensemble_of_two_different_archs_decodes(data_bin):
-    paths = ":".join(str(trained(data_bin, a)) for a in ("luong_localp", "luong_global_dot"))
+@pytest.mark.parametrize("archs", [("luong_localp", "luong_global_dot"), ("rnnsearch_tiny", "luong_localp")])
+def test_ensemble_of_two_different_archs_decodes(data_bin, archs):
+    paths = ":".join(str(trained(data_bin, a)) for a in archs)
     proc = run([bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR,
                 "--path", paths, "--beam", "3", "--print-alignment", "--max-len-b", "20"])
     check_generate_output(proc.stdout, 12)
@@ -100,17 +104,19 @@ def test_training_resumes_from_checkpoint_last(data_bin, tmp_path):
     assert "num_updates=6" in log or "num_updates 6" in log
 
 
-def test_fused_criterion_trains_like_fairseqs(data_bin, tmp_path):
+@pytest.mark.parametrize("arch", ["luong_global_general", "rnnsearch_tiny"])
+def test_fused_criterion_trains_like_fairseqs(data_bin, tmp_path, arch):
     """Same seed, same batches: fairseq-train logs the same losses and gradient norms
     (train, every update, and valid) with --criterion fused_label_smoothed_cross_entropy
     as with label_smoothed_cross_entropy."""
+    sizes = RNNSEARCH_TINY if arch.startswith("rnnsearch") else TINY
     logs = []
     for criterion, extra in (("label_smoothed_cross_entropy", []),
                              ("fused_label_smoothed_cross_entropy", ["--loss-chunk-tokens", "100"])):
         flags = [criterion if f == "label_smoothed_cross_entropy" else f for f in TRAIN
                  if f != "--disable-validation"]
         proc = run([bin_path("fairseq-train"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                    "--arch", "luong_global_general", *TINY, *flags, *extra, "--max-update", "5",
+                    "--arch", arch, *sizes, *flags, *extra, "--max-update", "5",
                     "--save-dir", str(tmp_path / criterion)])
         log = proc.stdout + proc.stderr
         updates = re.findall(r"train_inner .* loss=([0-9.]+), nll_loss=([0-9.]+).* gnorm=([0-9.]+)", log)

@@ -18,13 +18,17 @@ VARIANTS = [(arch, []) for arch in LUONG_ARCHS] + [
     ("luong_localp", ["--attention-score", "dot", "--reverse-source"]),
     ("luong_global_concat", ["--encoder-bidirectional", "--encoder-hidden-size", "4"]),
     ("luong_global_general", ["--reverse-source", "--encoder-layers", "3", "--decoder-layers", "3"]),
+    ("rnnsearch_tiny", ["--init-uniform", "0.3"]),
+    ("rnnsearch_tiny", ["--init-uniform", "0.3", "--deep-output-state", "current", "--maxout-pieces", "3"]),
 ]
+RNNSEARCH_SIZES = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "7", "--decoder-embed-dim", "6",
+                   "--decoder-hidden-size", "5", "--attention-dim", "4", "--maxout-dim", "3"]
 IDS = [arch + "".join(extra).replace("--", "+") for arch, extra in VARIANTS]
 
 
 def tiny(arch, *extra, seed=0):
     torch.manual_seed(seed)
-    model, task, _ = build_model(arch, *SIZES, *extra)
+    model, task, _ = build_model(arch, *(RNNSEARCH_SIZES if arch.startswith("rnnsearch") else SIZES), *extra)
     return model.eval(), task
 
 
@@ -92,7 +96,7 @@ def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, e
     sentence alone (no padding, nothing skipped)."""
     skipped = []
     unpack = RowSchedule.unpack
-    monkeypatch.setattr(RowSchedule, "unpack", lambda self, outs: skipped.append(self.skips_padding) or unpack(self, outs))
+    monkeypatch.setattr(RowSchedule, "unpack", lambda self, packed: skipped.append(self.skips_padding) or unpack(self, packed))
     model, task = tiny(arch, *extra, "--dropout", "0")
     model.train()  # no alignments wanted: the packed path
     src_d, tgt_d = task.source_dictionary, task.target_dictionary
@@ -100,7 +104,7 @@ def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, e
     srcs = [torch.cat([torch.randint(4, len(src_d), (n,), generator=g), torch.tensor([2])]) for n in (3, 8, 5, 6)]
     tgts = [torch.cat([torch.randint(4, len(tgt_d), (n,), generator=g), torch.tensor([2])]) for n in (2, 6, 0, 6)]
     batch = collate(srcs, tgts, src_d, tgt_d)
-    if model.decoder.input_feed:
+    if getattr(model.decoder, "input_feed", True):
         assert right_padded_lengths(batch["prev_output_tokens"], tgt_d.pad()).tolist() == [3, 7, 1, 7]
 
     def loss_and_grads(b):
@@ -112,7 +116,11 @@ def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, e
         return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     logits, grads = loss_and_grads(batch)
-    assert skipped == ([True] if model.decoder.input_feed else [])
+    # the step-by-step loops (Luong with input feeding; RNNsearch's encoder and decoder)
+    if arch.startswith("rnnsearch"):
+        assert skipped == [True, True]
+    else:
+        assert skipped == ([True] if model.decoder.input_feed else [])
     summed = {}
     for i, (s, t) in enumerate(zip(srcs, tgts)):
         one_logits, one_grads = loss_and_grads(collate([s], [t], src_d, tgt_d))
@@ -302,3 +310,52 @@ def test_lstm_under_autocast_falls_back_to_float32_without_onednn_kernel(monkeyp
         assert out.dtype == torch.float32
         assert torch.equal(out, want) and torch.equal(h, want_h) and torch.equal(c, want_c)
     assert calls[1:] == [("PackedSequence", torch.float32, True)]  # packed: always autocast
+
+
+RNNSEARCH_CLAIMS = {
+    "rnnsearch": dict(encoder_embed_dim=512, encoder_hidden_size=512, decoder_hidden_size=512,
+                      attention_dim=512, maxout_dim=256, maxout_pieces=2, deep_output_state="previous",
+                      dropout=0.0, init_uniform=0.0),
+    "rnnsearch_wmt": dict(encoder_embed_dim=620, decoder_embed_dim=620, encoder_hidden_size=1000,
+                          decoder_hidden_size=1000, attention_dim=1000, maxout_dim=500, maxout_pieces=2,
+                          deep_output_state="previous", dropout=0.0),
+    "rnnsearch_tiny": dict(encoder_hidden_size=16, maxout_dim=8, dropout=0.1),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(RNNSEARCH_CLAIMS))
+def test_each_rnnsearch_arch_sets_what_it_claims(arch):
+    from fairseq import options
+
+    from fairseq_luong.models.rnnsearch import RNNsearchConfig
+    from tests.helpers import USER_DIR, dict_dir
+
+    argv = [dict_dir(), "--user-dir", USER_DIR, "--task", "translation", "--arch", arch]
+    cfg = RNNsearchConfig.from_namespace(options.parse_args_and_arch(options.get_training_parser(), argv))
+    for key, value in RNNSEARCH_CLAIMS[arch].items():
+        assert str(getattr(cfg, key)) == str(value), key
+    args = options.parse_args_and_arch(options.get_training_parser(), argv + ["--maxout-dim", "7"])
+    assert args.maxout_dim == 7
+
+
+def test_rnnsearch_paper_size_and_initialisation():
+    """Appendix A.2 shapes and B.1 initialisation: orthogonal U, U_z, U_r; W_a, U_a ~
+    N(0, 0.001^2); v_a and biases zero; other weights ~ N(0, 0.01^2)."""
+    torch.manual_seed(0)
+    model, _, _ = build_model("rnnsearch_wmt")
+    enc, dec = model.encoder, model.decoder
+    assert enc.forward_gru.W.weight.shape == (3000, 620) and enc.output_units == 2000
+    assert dec.gru.W.weight.shape == (3000, 620 + 2000)  # [E y_{i-1}; c_i]
+    assert dec.U_o.weight.shape == (1000, 1000) and dec.C_o.weight.shape == (1000, 2000)
+    assert dec.W_o.weight.shape == (len(dec.dictionary), 500)
+    eye = torch.eye(1000)
+    for gru in (enc.forward_gru, enc.backward_gru, dec.gru):
+        for U in (gru.U_zr.weight[:1000], gru.U_zr.weight[1000:], gru.U.weight):
+            assert torch.allclose(U @ U.t(), eye, atol=1e-4)
+        assert (gru.W.bias == 0).all()
+        assert gru.W.weight.std().item() == pytest.approx(0.01, rel=0.02)
+    score = dec.attention.score
+    assert score.W_q.weight.std().item() == pytest.approx(0.001, rel=0.02)  # W_a
+    assert score.W_k.weight.std().item() == pytest.approx(0.001, rel=0.02)  # U_a
+    assert (score.v_a.weight == 0).all() and (dec.U_o.bias == 0).all()
+    assert dec.embed_tokens.weight[1:].std().item() == pytest.approx(0.01, rel=0.1)

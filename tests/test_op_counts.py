@@ -104,10 +104,10 @@ def test_training_builds_fused_gate_weights_once_per_call_and_inference_never():
             assert count(model, run, watched) == {"W_hh0": tgtlen, "W_hh1": tgtlen}
 
 
-@pytest.mark.parametrize("arch", ["luong_global_general", "luong_localp", "luong_global_concat"])
+@pytest.mark.parametrize("arch", ["luong_global_general", "luong_localp", "luong_global_concat", "rnnsearch_tiny"])
 def test_incremental_decoding_computes_keys_once_per_sentence(arch):
     torch.manual_seed(0)
-    model, task, _ = build_model(arch, *SIZES)
+    model, task, _ = build_model(arch, *([] if arch.startswith("rnnsearch") else SIZES))
     model.eval()
     batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(6, 6, 6))
     prev = batch["prev_output_tokens"]
@@ -123,4 +123,37 @@ def test_incremental_decoding_computes_keys_once_per_sentence(arch):
                     model.decoder.reorder_incremental_state_scripting(state, order)
                 model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
 
-    assert count(model, run, luong_hoisted(model))["keys"] == 1
+    hoisted = rnnsearch_hoisted(model) if arch.startswith("rnnsearch") else luong_hoisted(model)
+    assert count(model, run, hoisted)["keys"] == 1
+
+
+def rnnsearch_hoisted(model):
+    """What RNNsearch computes once per call: both encoder directions' input products,
+    the decoder GRU's embedding input products, the keys U_a h_j and the deep output."""
+    enc, dec = model.encoder, model.decoder
+    E = dec.embed_tokens.embedding_dim
+    return {
+        "encoder forward W": enc.forward_gru.W.weight,
+        "encoder backward W": enc.backward_gru.W.weight,
+        "decoder embedding gates": dec.gru.W.weight[:, :E],
+        "keys": dec.attention.score.W_k.weight,
+        "U_o": dec.U_o.weight,
+        "V_o": dec.V_o.weight,
+        "C_o": dec.C_o.weight,
+    }
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_rnnsearch_hoisted_products_run_once_per_call_whatever_the_length(mode):
+    torch.manual_seed(0)
+    model, task, _ = build_model("rnnsearch_tiny", "--decoder-embed-dim", "7", "--maxout-dim", "3")
+    model.train(mode == "train")
+    for srclen, tgtlen in ((4, 3), (9, 8)):
+        batch = random_batch(task, srclens=(srclen, 2, 3), tgtlens=(tgtlen, 2, tgtlen))
+
+        def run():
+            with torch.set_grad_enabled(mode == "train"):
+                model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])
+
+        watched = rnnsearch_hoisted(model)
+        assert count(model, run, watched) == {name: 1 for name in watched}, tgtlen

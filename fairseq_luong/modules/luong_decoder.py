@@ -230,7 +230,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
             outs.append(feed)
             if attn is not None:
                 attns.append(attn)
-        out = schedule.unpack(outs)  # bsz x tgtlen x H
+        out = schedule.unpack(schedule.pack(outs))  # bsz x tgtlen x H
         attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
         if schedule.skips_padding:
             return out, None, None, None, attn

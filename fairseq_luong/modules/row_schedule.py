@@ -60,7 +60,7 @@ class RowSchedule:
         for t in schedule.steps():
             state = schedule.at_step(t, state)        # narrowed when sentences end at t
             ...
-        out = schedule.unpack(outputs)                # bsz x tgtlen x ..., original rows
+        out = schedule.unpack(schedule.pack(outputs)) # bsz x tgtlen x ..., original rows
     """
 
     def __init__(self, bsz: int, tgtlen: int, lengths: Optional[Tensor] = None):
@@ -112,12 +112,17 @@ class RowSchedule:
         rows = self.active[t]
         return map_batch(lambda x: x[:rows], state)
 
-    def unpack(self, outputs: List[Tensor]) -> Tensor:
-        """Step t's output (rows(t) x ...) -> bsz x tgtlen x ... in the original row order,
-        zeros on the skipped (padded) steps."""
-        if self.order is None:
-            return torch.stack(outputs, dim=1)  # bsz x tgtlen x ...
+    def pack(self, outputs: List[Tensor]) -> Tensor:
+        """The steps' outputs (step t: rows(t) x ...) as one tensor, step-major:
+        (sum of rows(t)) x ... (work after the loop runs on real rows only)."""
+        return torch.cat(outputs, 0)
+
+    def unpack(self, packed: Tensor) -> Tensor:
+        """A packed tensor (see :meth:`pack`) -> bsz x tgtlen x ... in the original row
+        order, zeros on the skipped (padded) steps."""
+        rest = packed.shape[1:]
+        if self.order is None:  # tgtlen*bsz x ... -> bsz x tgtlen x ...
+            return packed.view((self.tgtlen, self.bsz) + rest).transpose(0, 1)
         index = torch.cat([self.order[:n] * self.tgtlen + t for t, n in enumerate(self.active)])
-        packed = torch.cat(outputs, 0)  # (sum of rows(t)) x ...
-        out = packed.new_zeros((self.bsz * self.tgtlen,) + packed.shape[1:]).index_copy(0, index, packed)
-        return out.view((self.bsz, self.tgtlen) + packed.shape[1:])
+        out = packed.new_zeros((self.bsz * self.tgtlen,) + rest).index_copy(0, index, packed)
+        return out.view((self.bsz, self.tgtlen) + rest)

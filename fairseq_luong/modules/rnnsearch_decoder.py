@@ -1,0 +1,182 @@
+"""The decoder of RNNsearch (Bahdanau, Cho & Bengio 2014, section 3.1 and appendix A.2.2).
+
+One decoder step i, from the previous state s_{i-1} and target word y_{i-1}:
+
+  e_ij  = v_a^T tanh(W_a s_{i-1} + U_a h_j)       alignment model (A.1.2)
+  a_ij  = softmax_j e_ij;  c_i = sum_j a_ij h_j     eq. 5-6
+  s_i   = GRU(s_{i-1}, [E y_{i-1}; c_i])            A.2.2 (``bahdanau_gru.py``)
+  t~_i  = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i     deep output (A.2.2)
+  t_i   = [max(t~_{i,2j-1}, t~_{i,2j})]_j           maxout, 2 pieces
+  p(y_i | y_<i, x) = softmax(W_o t_i)
+
+with s_0 = tanh(W_s backward h_1). The attention is Luong's *concat* score (which is
+Bahdanau's alignment model) queried with the state BEFORE the recurrent update.
+The deep output reads s_{i-1}, as appendix A.2.2 writes it; the main text (eq. 4,
+p(y_i) = g(y_{i-1}, s_i, c_i)) writes s_i: ``--deep-output-state current``.
+
+Only the recurrence runs step by step: the embedding half of the GRU's input products
+for all steps in one product before the loop, the keys U_a h_j once per sentence
+(cached and reordered in beam search), and the whole deep output after the loop on
+the real rows only; ``row_schedule.py`` says which rows run at each step.
+
+Specification: ``rnnsearch_reference`` in ``tests/reference_decoders.py`` runs the
+same equations one step and one sentence at a time; ``tests/test_reference.py``
+checks this decoder against it (outputs and gradients; change the reference first)
+and ``tests/test_op_counts.py`` that the hoisted products stay out of the loop.
+"""
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.models import FairseqIncrementalDecoder
+from fairseq.modules import FairseqDropout
+from torch import Tensor
+
+from .attention_scores import ConcatScore
+from .bahdanau_gru import GRU, gru_update
+from .luong_attention import GlobalAttention
+from .luong_init import Linear
+from .row_schedule import RowSchedule
+
+
+def maxout(x: Tensor, pieces: int) -> Tensor:
+    """t_i = [max over each group of ``pieces`` consecutive units of t~_i] (Bahdanau et al.
+    2014, appendix A.2.2; Goodfellow et al. 2013). x: ... x (l * pieces) -> ... x l."""
+    return x.view(x.shape[:-1] + (x.size(-1) // pieces, pieces)).amax(-1)
+
+
+class RNNsearchDecoder(FairseqIncrementalDecoder):
+    def __init__(self, dictionary, embed_tokens: nn.Embedding, hidden_size: int,
+                 encoder_output_units: int, attention_dim: int, maxout_dim: int,
+                 maxout_pieces: int, dropout: float, deep_output_state: str,
+                 share_input_output_embed: bool, max_target_positions: int):
+        super().__init__(dictionary)
+        if deep_output_state not in ("previous", "current"):
+            raise ValueError(f"--deep-output-state must be previous or current, got {deep_output_state!r}")
+        self.embed_tokens = embed_tokens
+        self.hidden_size = hidden_size
+        self.maxout_pieces = maxout_pieces
+        self.deep_output_from_current = deep_output_state == "current"
+        self.max_target_positions = max_target_positions
+        self.need_attn = True
+        self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        E, C = embed_tokens.embedding_dim, encoder_output_units
+        # s_0 = tanh(W_s backward h_1); the backward state is half an annotation
+        self.W_s = Linear(C // 2, hidden_size, bias=True)
+        self.attention = GlobalAttention(ConcatScore(hidden_size, C, attention_dim))
+        self.gru = GRU(E + C, hidden_size)  # input [E y_{i-1}; c_i]
+        # deep output t~_i = U_o s + V_o E y_{i-1} + C_o c_i (one bias)
+        self.U_o = Linear(hidden_size, maxout_dim * maxout_pieces, bias=True)
+        self.V_o = Linear(E, maxout_dim * maxout_pieces, bias=False)
+        self.C_o = Linear(C, maxout_dim * maxout_pieces, bias=False)
+        if share_input_output_embed:
+            if maxout_dim != E:
+                raise ValueError(
+                    "--share-decoder-input-output-embed needs --maxout-dim "
+                    f"({maxout_dim}) == --decoder-embed-dim ({E}): W_o is V x maxout-dim")
+            self.W_o = None
+        else:
+            self.W_o = Linear(maxout_dim, len(dictionary), bias=True)
+
+    # ------------------------------------------------------------------ state
+    def get_cached_state(self, incremental_state) -> Optional[Dict[str, Optional[Tensor]]]:
+        if incremental_state is None:
+            return None
+        return self.get_incremental_state(incremental_state, "cached_state")
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        cached = self.get_cached_state(incremental_state)
+        if cached is None:
+            return
+        reordered: Dict[str, Optional[Tensor]] = {
+            key: (None if value is None else value.index_select(0, new_order))
+            for key, value in cached.items()
+        }
+        self.set_incremental_state(incremental_state, "cached_state", reordered)
+
+    # ---------------------------------------------------------------- forward
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                features_only: bool = False, **kwargs):
+        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if features_only:  # t_i, for a criterion that applies W_o itself
+            return x, extra
+        return self.output_layer(x), extra
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        if encoder_out is None:
+            raise ValueError("RNNsearchDecoder needs an encoder")
+        cached = self.get_cached_state(incremental_state)
+        full_len = prev_output_tokens.size(1)
+        if cached is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+        step0 = full_len - prev_output_tokens.size(1)  # target index of the first step here
+
+        emb = self.dropout_in(self.embed_tokens(prev_output_tokens))  # bsz x tgtlen x E
+        if cached is not None:
+            s = cached["s"]  # bsz x H
+        else:
+            s = torch.tanh(self.W_s(encoder_out["backward_first"]))  # s_0: bsz x H
+        memory = self.attention.precompute(
+            encoder_out["encoder_out"], encoder_out["encoder_padding_mask"],
+            encoder_out["src_start"], encoder_out["src_length"],
+            keys=cached.get("keys") if cached is not None else None)
+        need_weights = self.need_attn and not self.training
+        schedule = RowSchedule.for_targets(
+            prev_output_tokens, self.dictionary.pad(),
+            skip_padding=incremental_state is None and not need_weights)
+        features, s, attn = self._run(emb, s, memory, step0, need_weights, schedule)
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "cached_state", {"s": s, "keys": memory.keys})
+        return features, {"attn": [attn]}
+
+    def _run(self, emb, s, memory, step0, need_weights, schedule: RowSchedule):
+        """The steps (module docstring), then the deep output on the rows that ran.
+
+        Returns t_i (bsz x tgtlen x l), the last s_i (None when the schedule skipped
+        padded steps: it covers only the last step's rows) and the alignments."""
+        E = emb.size(-1)
+        emb, s, memory = schedule.sort((emb, s, memory))
+        steps = emb.transpose(0, 1)  # tgtlen x bsz x E
+        # the embedding half of the GRU's input products for every step at once
+        x_gates = schedule.per_step(F.linear(steps, self.gru.W.weight[:, :E], self.gru.W.bias))
+        W_ctx_t = self.gru.W.weight[:, E:].t()  # C x 3H: the context half, per step
+        U_zr_t, U_t = self.gru.recurrent_weights()
+        readout_states: List[Tensor] = []
+        contexts: List[Tensor] = []
+        attns: List[Tensor] = []
+        for t in schedule.steps():
+            s, memory = schedule.at_step(t, (s, memory))
+            c, a = self.attention(s.unsqueeze(1), memory, step0 + t, need_weights)  # from s_{i-1}
+            c = c.squeeze(1)  # rows x C
+            s_prev = s
+            s = gru_update(torch.addmm(x_gates[t], c, W_ctx_t), s, U_zr_t, U_t)  # s_i
+            readout_states.append(s if self.deep_output_from_current else s_prev)
+            contexts.append(c)
+            if a is not None:
+                attns.append(a)
+        # deep output with maxout on the packed rows: (sum of rows) x ...
+        t_tilde = (self.U_o(schedule.pack(readout_states))
+                   + self.V_o(schedule.pack(schedule.per_step(steps)))
+                   + self.C_o(schedule.pack(contexts)))
+        features = schedule.unpack(self.dropout_out(maxout(t_tilde, self.maxout_pieces)))
+        attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
+        return features, (None if schedule.skips_padding else s), attn
+
+    def output_layer(self, features):
+        """W_o t_i; the softmax is the criterion's / generator's."""
+        weight, bias = self.output_projection_params()
+        return F.linear(features, weight, bias)
+
+    def output_projection_params(self) -> Tuple[Tensor, Optional[Tensor]]:
+        """(W_o, its bias): V x l and V (the embedding matrix and no bias when shared)."""
+        if self.W_o is None:
+            return self.embed_tokens.weight, None
+        return self.W_o.weight, self.W_o.bias
+
+    def max_positions(self):
+        return self.max_target_positions
+
+    def make_generation_fast_(self, need_attn=False, **kwargs):
+        self.need_attn = bool(need_attn)
