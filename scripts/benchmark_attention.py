@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Cost of local-p vs global attention as the source grows (Luong et al. 2015, section 3.2).
 
-For source lengths 25, 100, 400, 1600 it times, in the same run and alternating the
-two systems, (a) one incremental decoder step for a batch of sentences (encoder and
-first step excluded) and (b) beam-5 generation of a fixed number of target words per
-sentence with fairseq's SequenceGenerator (encoder included), for
-``luong_global_general`` and ``luong_localp`` (general score) of equal size, and
-prints the local/global time ratio per length. Local attention scores 2D+1 window
-slots per step, so its step time should stay flat in S while global grows.
+For each source length it times, in the same run and alternating the systems, (a) one
+incremental decoder step for a batch of sentences (encoder and first step excluded),
+(b) one teacher-forced training step of the decoder (forward + backward, 20 target
+words, encoder excluded) and (c) beam-5 generation of a fixed number of target words
+per sentence with fairseq's SequenceGenerator (encoder included), for
+``luong_global_general`` and ``luong_localp`` (general score) of equal size, and for
+local-p forced to each of its two paths: ``gather`` (the 2D+1 window gathered and
+scored: O(D) per step) and ``dense`` (the whole memory scored, all but the window
+masked). ``luong_localp`` as shipped takes the dense path up to
+``luong_attention.DENSE_UP_TO`` windows of source and gathers beyond; the table shows
+where each path wins, and each system's time relative to global attention.
 
-Usage: python scripts/benchmark_attention.py [--lengths 25 100 400 1600] [--hidden 256]
+Usage: python scripts/benchmark_attention.py [--lengths 15 21 42 84 400 1600] [--hidden 256]
 """
+import contextlib
 import argparse
 import os
 import statistics
@@ -69,6 +74,37 @@ def time_decoder_step(model, task, srclen, bsz, steps):
     return (time.perf_counter() - t0) / steps
 
 
+def time_training_step(model, task, srclen, bsz, tgtlen=20):
+    src, lengths = src_batch(task, bsz, srclen)
+    enc = model.encoder(src, lengths)
+    enc = {k: (v.detach().requires_grad_(v.is_floating_point()) if v.is_floating_point() else v)
+           for k, v in enc.items()}
+    g = torch.Generator().manual_seed(2)
+    prev = torch.randint(4, len(task.target_dictionary), (bsz, tgtlen), generator=g)
+    model.train()
+    t0 = time.perf_counter()
+    features, _ = model.decoder(prev, encoder_out=enc, features_only=True)
+    features.pow(2).sum().backward()
+    elapsed = time.perf_counter() - t0
+    model.eval()
+    model.zero_grad(set_to_none=True)
+    return elapsed
+
+
+@contextlib.contextmanager
+def local_path(path):
+    """Force local attention's dense or gather path (None: as shipped)."""
+    from fairseq_luong.modules import luong_attention
+
+    saved = luong_attention.DENSE_UP_TO
+    if path is not None:
+        luong_attention.DENSE_UP_TO = {"dense": 10**9, "gather": 0}[path]
+    try:
+        yield
+    finally:
+        luong_attention.DENSE_UP_TO = saved
+
+
 @torch.no_grad()
 def time_generation(model, task, srclen, n_sent, out_len):
     from fairseq.sequence_generator import SequenceGenerator
@@ -84,7 +120,7 @@ def time_generation(model, task, srclen, n_sent, out_len):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[25, 100, 400, 1600])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[15, 21, 42, 84, 400, 1600])
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--vocab", type=int, default=8000)
@@ -97,27 +133,42 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    systems = {name: build(name, args.hidden, args.layers, args.vocab, args.window)
-               for name in ("luong_global_general", "luong_localp")}
+    models = {name: build(name, args.hidden, args.layers, args.vocab, args.window)
+              for name in ("luong_global_general", "luong_localp")}
+    # name: (model, forced local path)
+    systems = {"luong_global_general": (models["luong_global_general"], None),
+               "luong_localp": (models["luong_localp"], None),
+               "luong_localp (gather)": (models["luong_localp"], "gather"),
+               "luong_localp (dense)": (models["luong_localp"], "dense")}
     print(f"# {args.layers} x {args.hidden} LSTM, vocab {args.vocab}, D = {args.window}, "
-          f"{args.threads} threads; medians of {args.repeats} alternating runs", file=sys.stderr)
-    header = ("| S | global step ms | local-p step ms | local/global | "
-              "global beam-5 s/sent | local-p beam-5 s/sent | local/global |")
-    print(header)
-    print("|" + "---|" * 7)
-    for name, (model, task) in systems.items():  # warm-up
+          f"{args.threads} threads, {args.batch} sentences per step; medians of {args.repeats} "
+          "alternating runs; ratios to global attention")
+    print("| S | system | decoder step ms | ratio | train step ms | ratio | beam-5 s/sent | ratio |")
+    print("|" + "---|" * 8)
+    for name, (model, task) in models.items():  # warm-up
         time_decoder_step(model, task, args.lengths[0], args.batch, 3)
     for srclen in args.lengths:
         step = {k: [] for k in systems}
+        train = {k: [] for k in systems}
         gen = {k: [] for k in systems}
         for _ in range(args.repeats):
-            for name, (model, task) in systems.items():  # alternate the systems
-                step[name].append(time_decoder_step(model, task, srclen, args.batch, args.steps))
-                gen[name].append(time_generation(model, task, srclen, args.sentences, args.out_len))
-        sg, sl = (statistics.median(step[k]) for k in systems)
-        gg, gl = (statistics.median(gen[k]) for k in systems)
-        print(f"| {srclen} | {sg * 1e3:.2f} | {sl * 1e3:.2f} | {sl / sg:.2f} | "
-              f"{gg:.3f} | {gl:.3f} | {gl / gg:.2f} |", flush=True)
+            for name, ((model, task), path) in systems.items():  # alternate the systems
+                with local_path(path):
+                    step[name].append(time_decoder_step(model, task, srclen, args.batch, args.steps))
+                    train[name].append(time_training_step(model, task, srclen, args.batch))
+                    if path is None:  # beam search: the shipped systems only
+                        gen[name].append(time_generation(model, task, srclen, args.sentences, args.out_len))
+        base = {key: statistics.median(col["luong_global_general"]) for key, col in
+                (("step", step), ("train", train), ("gen", gen))}
+        for name in systems:
+            st, tr = statistics.median(step[name]), statistics.median(train[name])
+            row = f"| {srclen} | {name} | {st * 1e3:.2f} | {st / base['step']:.2f} | {tr * 1e3:.1f} | {tr / base['train']:.2f} |"
+            if gen[name]:
+                ge = statistics.median(gen[name])
+                row += f" {ge:.3f} | {ge / base['gen']:.2f} |"
+            else:
+                row += " | |"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ On real data (Multi30k En-De, SentencePiece 8K joint vocabulary, shared embeddin
 
 for fairseq ``lstm`` (the reference: Luong global-general attention with input
 feeding), ``luong_global_general`` (same sizes), the same without input feeding and
-``luong_localp``, and upper bounds from ``speed_bounds.py`` (``bound_feed``: a training
+``luong_localp``, ``rnnsearch`` (one bidirectional GRU layer; its ratio is to fairseq's
+``lstm`` with one bidirectional encoder layer and one decoder layer, ``lstm_bi1``), and upper bounds from ``speed_bounds.py`` (``bound_feed``: a training
 step or beam step costing only the encoder, the output layer, the search and the GEMMs
 the recurrence forces; ``bound_no_feed``: the same training without input feeding;
 ``bound_free_decoder``: beam search with a decoder that costs nothing): their ratio is
@@ -52,6 +53,10 @@ SYSTEMS = {
     "luong_global_general+fairseq_loss": ("luong_global_general", [], FAIRSEQ_LOSS),
     "luong_global_general_no_feed": ("luong_global_general", ["--no-input-feed"], FUSED_LOSS),
     "luong_localp": ("luong_localp", [], FUSED_LOSS),
+    # RNNsearch (one bidirectional GRU layer) against the nearest fairseq built-in: lstm with
+    # a one-layer bidirectional encoder, one decoder layer, attention and input feeding
+    "lstm_bi1": ("lstm", ["--decoder-attention", "1", "--encoder-bidirectional"], FAIRSEQ_LOSS),
+    "rnnsearch": ("rnnsearch", [], FUSED_LOSS),
     # upper bounds (scripts/speed_bounds.py): training = the encoder + only the GEMMs the
     # recurrence forces, with / without input feeding; translation = beam search with a
     # decoder that costs nothing
@@ -65,11 +70,20 @@ TRAIN_ONLY = {"luong_global_general+fairseq_loss", "bound_no_feed"}  # same tran
 GEN_ONLY = {"bound_free_decoder"}
 
 
-def size_flags(arch, layers, hidden):
+ONE_LAYER = {"lstm_bi1", "rnnsearch"}  # systems that run with one layer whatever the size's
+# each row's ratio is to fairseq's lstm of the same size, except RNNsearch's: to lstm_bi1
+REFERENCE = {"rnnsearch": "lstm_bi1"}
+
+
+def size_flags(name, layers, hidden):
+    arch = SYSTEMS[name][0]
+    layers = 1 if name in ONE_LAYER else layers
     flags = ["--encoder-embed-dim", str(hidden), "--encoder-hidden-size", str(hidden),
              "--decoder-embed-dim", str(hidden), "--decoder-hidden-size", str(hidden),
-             "--encoder-layers", str(layers), "--decoder-layers", str(layers),
              "--share-all-embeddings", "--dropout", "0.2"]
+    if arch == "rnnsearch":  # one bidirectional layer; W_o tied to the embeddings
+        return flags + ["--attention-dim", str(hidden), "--maxout-dim", str(hidden)]
+    flags += ["--encoder-layers", str(layers), "--decoder-layers", str(layers)]
     if arch == "lstm":
         flags += ["--decoder-out-embed-dim", str(hidden)]
     return flags
@@ -213,7 +227,10 @@ def worker_generate(bin_dir, arch, flags, sentences, out_len, bound=False):
 
 
 def flops_per_target_token(arch_name, layers, hidden, vocab, src_per_tgt, src_len):
-    """Forward FLOPs per target token (multiply-add = 2), encoder amortised per target token."""
+    """Forward FLOPs per target token (multiply-add = 2), encoder amortised per target token;
+    None for systems without a FLOP count here (the one-layer bidirectional pair)."""
+    if arch_name in ONE_LAYER:
+        return None
     H, E = hidden, hidden
     enc = src_per_tgt * layers * 2 * 4 * H * (E + H)
     feed = 0 if arch_name.endswith("no_feed") else H
@@ -265,7 +282,7 @@ def run_worker(kind, bin_dir, name, layers, hidden, opts):
     before = opts.pop("before", None)
     spec = {"kind": kind, "bin": bin_dir, "arch": arch, "criterion": criterion,
             "bound": BOUNDS.get(name, False), "repo": before if "@" in name else REPO,
-            "flags": extra + size_flags(arch, layers, hidden), **opts}
+            "flags": extra + size_flags(base_name(name), layers, hidden), **opts}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)],
                           capture_output=True, text=True,
                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
@@ -353,20 +370,22 @@ def main(argv=None):
             ratios = [r[key] / b[key] for r, b in zip(runs, base)]
             return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
-        base_g = med(gen["lstm"], "sentences_per_s")
         for name in args.systems:
+            ref = REFERENCE.get(base_name(name), "lstm")
             if train[name]:
                 tps = med(train[name], "tokens_per_s")
-                flops = 3 * flops_per_target_token(base_name(name), layers, hidden, vocab, src_per_tgt, src_len)
-                training = (f"{tps:.0f} | {tps / med(train['lstm'], 'tokens_per_s'):.2f} | "
-                            f"{spread(train[name], 'tokens_per_s', train['lstm'])} | "
-                            f"{med(train[name], 'peak_mb'):.0f} | {100 * tps * flops / 1e9 / peak:.0f}%")
+                flops = flops_per_target_token(base_name(name), layers, hidden, vocab, src_per_tgt, src_len)
+                ref = REFERENCE.get(base_name(name), "lstm")
+                training = (f"{tps:.0f} | {tps / med(train[ref], 'tokens_per_s'):.2f} | "
+                            f"{spread(train[name], 'tokens_per_s', train[ref])} | "
+                            f"{med(train[name], 'peak_mb'):.0f} | "
+                            + (f"{100 * tps * 3 * flops / 1e9 / peak:.0f}%" if flops else "-"))
             else:
                 training = "- | | | | "
             if gen[name]:
                 sps = med(gen[name], "sentences_per_s")
-                generation = (f"{sps:.1f} | {sps / base_g:.2f} | "
-                              f"{spread(gen[name], 'sentences_per_s', gen['lstm'])} | "
+                generation = (f"{sps:.1f} | {sps / med(gen[ref], 'sentences_per_s'):.2f} | "
+                              f"{spread(gen[name], 'sentences_per_s', gen[ref])} | "
                               f"{med(gen[name], 'peak_mb'):.0f}")
             else:
                 generation = "(same model) | | | "

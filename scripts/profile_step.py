@@ -35,7 +35,7 @@ def main(argv=None):
     if not os.path.exists(os.path.join(bin_dir, "dict.en.txt")):
         raise SystemExit(f"error: {bin_dir} not found: run scripts/benchmark_speed.py once first")
     model, crit, opt, samples = bench.setup_training(
-        bin_dir, arch, extra + bench.size_flags(arch, layers, hidden), criterion, 2 + args.updates)
+        bin_dir, arch, extra + bench.size_flags(args.system, layers, hidden), criterion, 2 + args.updates)
     for sample in samples[:2]:
         bench.train_step(model, crit, opt, sample)  # warm up
     t0 = time.perf_counter()

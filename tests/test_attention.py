@@ -294,3 +294,37 @@ def test_local_p_gradient_reaches_W_p_and_v_p():
 def test_location_score_is_global_only(attention_type):
     with pytest.raises(ValueError, match="global-only"):
         build_attention(attention_type, LocationScore(H, 10), 10, H)
+
+
+@pytest.mark.parametrize("name", ["dot", "general", "concat"])
+@pytest.mark.parametrize("mode", ["local_m", "local_p"])
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_local_dense_path_equals_window_gather(name, mode, left_pad, monkeypatch):
+    """Short sources are scored whole with all but the window masked; long ones gather the
+    window. Both give the same context, alignment and gradients."""
+    from fairseq_luong.modules import luong_attention
+
+    torch.manual_seed(3)
+    value_dim = H if name == "dot" else C
+    score = build_score(name, H, value_dim, 10)
+    att = build_attention(mode, score, 2, H).double()
+    mem = memory_from(torch.randn(B, 9, value_dim, dtype=torch.double), [9, 6, 2], left_pad)
+    mem = with_keys(att, mem)
+    mem = mem._replace(keys=None if mem.keys is None else mem.keys.detach())
+    q = torch.randn(B, T, H, dtype=torch.double, requires_grad=True)
+    results = []
+    for dense_up_to in (0, 100):  # never / always dense
+        monkeypatch.setattr(luong_attention, "DENSE_UP_TO", dense_up_to)
+        att.zero_grad()
+        q.grad = None
+        ctx, w = att(q, mem, 1, True)
+        (ctx.sum() + (w * torch.arange(9.0, dtype=torch.double)).sum()).backward()
+        grads = [q.grad.clone()] + [p.grad.clone() for p in att.parameters() if p.grad is not None]
+        results.append((ctx.detach(), w.detach(), grads))
+    (c0, w0, g0), (c1, w1, g1) = results
+    assert torch.allclose(c0, c1, atol=1e-12) and torch.allclose(w0, w1, atol=1e-12)
+    assert (w1.masked_select(mem.padding_mask.unsqueeze(1)) == 0).all()
+    assert ((w1 > 0).sum(-1) <= 5).all()
+    assert len(g0) == len(g1) == 1 + {"dot": 0, "general": 0, "concat": 2}[name] + 2 * (mode == "local_p")
+    for a, b in zip(g0, g1):
+        assert torch.allclose(a, b, atol=1e-12)

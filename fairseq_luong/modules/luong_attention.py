@@ -121,12 +121,19 @@ def gaussian_window(positions: Tensor, p_t: Tensor, sigma: float) -> Tensor:
     return torch.exp(-((positions.to(p_t.dtype) - p_t.unsqueeze(-1)) ** 2) / (2.0 * sigma**2))
 
 
+# Local attention scores the whole memory, masking all but the window, when the source
+# is at most this many windows long (measured: scripts/benchmark_attention.py).
+DENSE_UP_TO = 2
+
+
 class LocalAttention(Attention):
     """Local attention (Luong et al. 2015, section 3.2, footnotes 8-10).
 
     The window [p_t - D, p_t + D] (2D + 1 slots, centred on floor(p_t)) is
     gathered from the memory and scored; nothing outside it is scored, so a
-    step costs O(D), not O(S). Slots outside the sentence or on padding get
+    step costs O(D), not O(S). For sources at most ``DENSE_UP_TO`` windows long the
+    whole memory is scored instead and all but the window masked (the same
+    alignment, cheaper there). Slots outside the sentence or on padding get
     exactly zero weight and the softmax runs over the valid slots only
     (footnote 8). Subclasses say how p_t is found (:meth:`aligned_position`)
     and may reweight the window's alignment (:meth:`reweight`).
@@ -158,6 +165,8 @@ class LocalAttention(Attention):
 
     def forward(self, query, memory, step0, need_weights):
         p_t = self.aligned_position(query, memory, step0)  # bsz x tgtlen
+        if memory.values.size(1) <= DENSE_UP_TO * self.offsets.numel():
+            return self._attend_dense(query, p_t, memory, need_weights)
         if torch.is_grad_enabled() and query.requires_grad:
             # The gathered windows (bsz x tgtlen x W x C, values and keys) are gathered
             # again in the backward instead of being kept: stored, they would be local
@@ -174,6 +183,23 @@ class LocalAttention(Attention):
             srclen = memory.values.size(1)
             weights = align.new_zeros(align.size(0), align.size(1), srclen).scatter_add_(2, padded, align)
         return context, weights
+
+    def _attend_dense(self, query, p_t, memory, need_weights):
+        """The same alignment over the whole (short) memory: slots farther than D from
+        floor(p_t), outside the sentence or on padding are masked before the softmax.
+        Where the window covers most of the source this is cheaper than gathering it
+        (and its backward, which scatters into a zero-filled memory-sized gradient)."""
+        bsz, srclen = memory.padding_mask.size()
+        last = (memory.length - 1).view(bsz, 1, 1)
+        centre = torch.minimum(p_t.detach().floor().long().unsqueeze(-1), last)  # bsz x tgtlen x 1
+        # sentence positions of the padded slots (negative on left padding): bsz x 1 x srclen
+        positions = (torch.arange(srclen, device=query.device).unsqueeze(0) - memory.start.unsqueeze(1)).unsqueeze(1)
+        outside = ((positions - centre).abs() > self.window) | memory.padding_mask.unsqueeze(1)  # bsz x tgtlen x srclen
+        scores = self.score(query, memory.score_keys(), positions.clamp(min=0) if self.score.uses_positions else None)
+        align = self.reweight(masked_softmax(scores, outside), positions, p_t)  # bsz x tgtlen x srclen
+        # bsz x tgtlen x srclen @ bsz x srclen x C -> bsz x tgtlen x C
+        context = torch.bmm(align, memory.values)
+        return context, (align if need_weights else None)
 
     def _attend_window(self, query, p_t, values, keys, padding_mask, start, length):
         """Context c_t over the window around p_t; also the window's alignment
