@@ -9,7 +9,8 @@
 # where German puts the units before the tens ("twenty one" -> "ein und zwanzig"), so
 # attention and reordering matter. It trains a small model for about --minutes on the
 # CPU (fairseq-train --stop-time-hours), translates the test set with fairseq-generate
-# (beam 5, --print-alignment), and prints sacreBLEU and a few translations with their
+# (beam 5, --print-alignment), and prints sacreBLEU (against the test target file itself,
+# never fairseq's T- lines, which hold <<unk>> for rare words) and a few translations with their
 # alignments. Everything goes to --work-dir (default: work_dir/). Your own files must
 # be tokenised the way you want them scored (one sentence a line, line-aligned).
 set -euo pipefail
@@ -17,8 +18,12 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 TRAINPREF="" VALIDPREF="" TESTPREF="" SRC=en TGT=de
 ARCH=luong_global_general MINUTES=1.5 WORK="$REPO/work_dir" SEED=1 EXTRA=()
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "run.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
+  case "$1" in --*pref|--source-lang|-s|--target-lang|-t|--arch|--minutes|--work-dir|--seed)
+    [[ $# -ge 2 ]] || die "$1 needs a value (see --help)" ;;
+  esac
   case "$1" in
     --trainpref) TRAINPREF="$2"; shift 2 ;;
     --validpref) VALIDPREF="$2"; shift 2 ;;
@@ -31,9 +36,13 @@ while [[ $# -gt 0 ]]; do
     --seed) SEED="$2"; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;   # anything after -- goes to fairseq-train
     -h|--help) usage; exit 0 ;;
-    *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) die "unknown option $1 (see --help)" ;;
   esac
 done
+[[ "$MINUTES" =~ ^[0-9]*\.?[0-9]+$ && ! "$MINUTES" =~ ^0*\.?0*$ ]] \
+  || die "--minutes $MINUTES: give the training time in minutes, a positive number such as 1.5"
+[[ "$SEED" =~ ^[0-9]+$ ]] || die "--seed $SEED: give a non-negative integer"
+[[ -n "$SRC" && -n "$TGT" && "$SRC" != "$TGT" ]] || die "--source-lang and --target-lang must differ"
 
 source "$REPO/scripts/setup.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}" PYTHONWARNINGS=ignore
@@ -48,7 +57,8 @@ if [[ -z "$TRAINPREF" ]]; then
   TRAINPREF="$WORK/raw/train" VALIDPREF="$WORK/raw/valid" TESTPREF="$WORK/raw/test" SRC=en TGT=de
 fi
 [[ -n "$VALIDPREF" && -n "$TESTPREF" ]] || { echo "run.sh: give --validpref and --testpref too" >&2; exit 2; }
-python "$REPO/scripts/check_parallel.py" "$TRAINPREF" "$VALIDPREF" "$TESTPREF" -s "$SRC" -t "$TGT"
+python "$REPO/scripts/check_parallel.py" -s "$SRC" -t "$TGT" \
+  --trainpref "$TRAINPREF" --validpref "$VALIDPREF" --testpref "$TESTPREF"
 
 echo "== fairseq-preprocess" >&2
 rm -rf "$WORK/bin"
@@ -76,5 +86,6 @@ echo "== fairseq-generate (beam 5, --print-alignment)" >&2
 fairseq-generate "$WORK/bin" --user-dir "$REPO/fairseq_luong" --path "$CKPT" \
   --gen-subset test --beam 5 --batch-size 64 --print-alignment > "$WORK/generate.out" 2> "$WORK/generate.log" \
   || { tail -30 "$WORK/generate.log" >&2; exit 1; }
-python "$REPO/scripts/report_translations.py" "$WORK/generate.out" --examples 3
+# scored against the test set's own target file: fairseq's T- lines have <<unk>> for rare words
+python "$REPO/scripts/report_translations.py" "$WORK/generate.out" --ref "$TESTPREF.$TGT" --examples 3
 echo "total wall time: $(( $(date +%s) - T0 )) s (training budget $MINUTES min); outputs in $WORK" >&2

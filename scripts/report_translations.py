@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Score fairseq-generate output with sacreBLEU and show translations with their alignments.
+"""Score fairseq-generate output with sacreBLEU against the raw reference text; show alignments.
 
 Reads the S-/T-/H-/A- lines fairseq-generate prints (``--print-alignment``
-gives the A- lines: ``srcpos-tgtpos`` pairs, 0-based word positions). Scores
-the detokenised hypotheses against the references with sacreBLEU's own API
-(fairseq-score --sacrebleu is broken with sacrebleu 2).
+gives the A- lines: ``srcpos-tgtpos`` pairs, 0-based word positions) and
+scores the H- hypotheses with sacreBLEU's own API (fairseq-score --sacrebleu
+is broken with sacrebleu 2) against --ref, the reference file itself: line
+N + 1 is the reference of sample N. Never against fairseq's T- lines: there
+every word outside the target dictionary is ``<<unk>>``, which sacreBLEU
+splits into 5 tokens, so the reference is longer and partly made up (on a
+Multi30k slice the reference scored against itself got 52.5 BLEU).
 
-Usage: python scripts/report_translations.py generate.out [--examples 3] [--tokenize 13a]
+Usage: python scripts/report_translations.py generate.out --ref data/test.de [--examples 3] [--tokenize 13a]
 """
 import argparse
 import sys
@@ -40,6 +44,24 @@ def parse_generate(path):
     return out
 
 
+def read_references(path, ids, generate_out):
+    """The lines of ``path`` for sample ids ``ids``; every line must have a translation."""
+    try:
+        with open(path, encoding="utf-8", newline="\n") as f:
+            refs = [line.rstrip("\n").rstrip("\r") for line in f]
+    except (OSError, UnicodeDecodeError) as e:
+        raise SystemExit(f"error: {path}: cannot read the references ({e})")
+    if ids[-1] >= len(refs):
+        raise SystemExit(f"error: {generate_out}: sample {ids[-1]} has no reference: {path} has only "
+                         f"{len(refs)} lines (is it the test set's target side?)")
+    missing = sorted(set(range(len(refs))) - set(ids))
+    if missing:
+        raise SystemExit(f"error: {path}:{missing[0] + 1}: no translation of this line (and "
+                         f"{len(missing) - 1} more) in {generate_out}: was fairseq-generate's output cut "
+                         "short, or given another --gen-subset?")
+    return [refs[i] for i in ids]
+
+
 def show_alignment(src, hyp, alignment):
     src_words, hyp_words = src.split(), hyp.split()
     pairs = []
@@ -53,22 +75,28 @@ def show_alignment(src, hyp, alignment):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("generate_out")
+    parser.add_argument("--ref", required=True,
+                        help="the raw reference text, one sentence a line (the test set's target file)")
     parser.add_argument("--examples", type=int, default=3, help="translations to show")
     parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, ja-mecab, ...)")
     args = parser.parse_args(argv)
     entries = parse_generate(args.generate_out)
-    ids = sorted(i for i, e in entries.items() if "H" in e and "T" in e)
+    ids = sorted(i for i, e in entries.items() if "H" in e)
     if not ids:
-        raise SystemExit(f"error: {args.generate_out}: no hypothesis with a reference (T- line)")
+        raise SystemExit(f"error: {args.generate_out}: no hypothesis (H- line)")
     hyps = [entries[i]["H"] for i in ids]
-    refs = [entries[i]["T"] for i in ids]
+    refs = read_references(args.ref, ids, args.generate_out)
+    unk_lines = sum("<unk>" in entries[i].get("T", "") for i in ids)
+    if unk_lines:
+        print(f"note: {unk_lines} of {len(ids)} T- lines hold <unk> (words outside the dictionary); "
+              f"scored against {args.ref} as it is")
     bleu = sacrebleu.corpus_bleu(hyps, [refs], tokenize=args.tokenize)
     exact = sum(h == r for h, r in zip(hyps, refs))
     print(f"sacreBLEU = {bleu.score:.2f}  ({bleu})")
     print(f"exact matches: {exact}/{len(ids)} sentences")
-    for i in ids[: args.examples]:
+    for i, ref in list(zip(ids, refs))[: args.examples]:
         e = entries[i]
-        print(f"\n  source     : {e.get('S', '')}\n  reference  : {e['T']}\n  translation: {e['H']}")
+        print(f"\n  source     : {e.get('S', '')}\n  reference  : {ref}\n  translation: {e['H']}")
         if "A" in e:
             print(f"  alignment  : {e['A']}\n  (hyp<-src) : {show_alignment(e.get('S', ''), e['H'], e['A'])}")
 

@@ -34,6 +34,14 @@ if [[ ! -f "$_stamp" ]] || [[ "$(cat "$_stamp")" != "$_want" ]]; then
   "$_py" -m pip install -q --disable-pip-version-check -r "$_repo/requirements.txt"
   "$_py" -m pip install -q --disable-pip-version-check --no-deps "ve-fairseq==0.12.3"
   "$_py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$_repo"
+  # a one-line error, not fairseq's KeyError, for our checkpoints used without --user-dir
+  # (fairseq_luong/no_user_dir_hint.py: standard library only, idle until fairseq is imported)
+  "$_py" - "$_repo/fairseq_luong/no_user_dir_hint.py" <<'PY'
+import os, sys, sysconfig
+hint = sys.argv[1]
+with open(os.path.join(sysconfig.get_paths()["purelib"], "fairseq_luong_hint.pth"), "w") as f:
+    f.write(f"import os, runpy; os.path.exists({hint!r}) and runpy.run_path({hint!r})\n")
+PY
   "$_py" - <<'PY'
 import torch, fairseq, MeCab, ipadic, nltk, sacrebleu, sentencepiece  # noqa: F401
 assert torch.__version__.startswith("2.13.0"), torch.__version__

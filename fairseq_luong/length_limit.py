@@ -1,0 +1,53 @@
+"""Say when a translation stops at fairseq's length limit instead of cutting it silently.
+
+fairseq's ``SequenceGenerator`` forces EOS at step
+``max_len = min(--max-len-a x S + --max-len-b, model positions - 1)``, S the
+batch's longest source (with EOS). The defaults are a = 0, b = 200: every
+translation stops at 200 tokens, whatever the source length, and nothing
+says so. After each batch we count the best hypotheses that reached
+``max_len`` tokens and log a warning with their sample ids (the ``H-`` ids
+of fairseq-generate) and the flags that raise the limit.
+"""
+import functools
+import logging
+
+from fairseq.sequence_generator import SequenceGenerator
+
+logger = logging.getLogger(__name__)
+_MARK = "__fairseq_luong_length_limit__"
+
+
+def generation_max_len(generator, src_len):
+    """The length limit fairseq's ``SequenceGenerator._generate`` uses for this batch."""
+    return min(int(generator.max_len_a * src_len + generator.max_len_b), generator.max_len - 1)
+
+
+def _warn_at_limit(generate):
+    @functools.wraps(generate)
+    def _generate(self, sample, *args, **kwargs):
+        finalized = generate(self, sample, *args, **kwargs)
+        src_tokens = sample["net_input"].get("src_tokens")
+        if self.match_source_len or src_tokens is None:
+            return finalized
+        src_len = src_tokens.size(1)
+        max_len = generation_max_len(self, src_len)
+        cut = [i for i, hypos in enumerate(finalized) if hypos and len(hypos[0]["tokens"]) > max_len]
+        if cut:
+            ids = sample.get("id")
+            named = [int(ids[i]) for i in cut] if ids is not None else []
+            logger.warning(
+                "%d of %d translations stopped at the length limit of %d tokens and are cut off%s: "
+                "the limit is min(--max-len-a %g x %d (longest source) + --max-len-b %d, %d); "
+                "raise --max-len-b, or let it grow with the source (e.g. --max-len-a 1.5 --max-len-b 10)",
+                len(cut), len(finalized), max_len,
+                f" (sample ids {', '.join(map(str, named[:10]))}{' ...' if len(named) > 10 else ''})"
+                if named else "",
+                self.max_len_a, src_len, self.max_len_b, self.max_len - 1)
+        return finalized
+
+    setattr(_generate, _MARK, True)
+    return _generate
+
+
+if not getattr(SequenceGenerator._generate, _MARK, False):
+    SequenceGenerator._generate = _warn_at_limit(SequenceGenerator._generate)

@@ -1,0 +1,116 @@
+"""``--bf16``, ``--fp16`` and ``--amp`` do what they say on CPUs and GPUs.
+
+What fairseq does with them, and what we change:
+
+* ``--bf16`` makes ``parse_args_and_arch`` set ``--tpu`` too, so without
+  torch_xla it stops at ``'NoneType' object has no attribute 'xla_device'``,
+  on a GPU as on the CPU. Without torch_xla we take the TPU back out: the
+  trainer then keeps bfloat16 weights with float32 master copies (fairseq's
+  ``FP16Optimizer``, no loss scaling), on the GPU or the CPU.
+* ``--fp16`` builds ``FP16Optimizer`` with flattened float32 master
+  weights keyed by ``torch.cuda.current_device()``, which fails on a machine
+  without CUDA. On the CPU we use fairseq's unflattened master copies
+  (``--fp16-no-flatten-grads``, what ``--bf16`` uses everywhere).
+* ``--amp`` autocasts with ``torch.cuda.amp.autocast``, which does nothing
+  on the CPU: the run silently trains in float32. On the CPU we autocast the
+  forward pass (the criterion call, as fairseq does on CUDA) to bfloat16,
+  ``torch.autocast('cpu')``'s type, which needs no loss scaling. On a GPU
+  ``--amp`` is unchanged (float16 autocast with a gradient scaler).
+
+Each change is logged. On a CPU without native bfloat16 (AVX2 only) the
+bfloat16 kernels are emulated and slower than float32: these flags are for
+checking a GPU set-up on a laptop, and for CPUs that have bfloat16.
+"""
+import functools
+import logging
+
+import torch
+from fairseq.distributed import utils as distributed_utils
+from fairseq.optim.amp_optimizer import AMPOptimizer
+from fairseq.tasks import FairseqTask
+from omegaconf import DictConfig
+
+logger = logging.getLogger(__name__)
+_MARK = "__fairseq_luong_precision__"
+
+
+def runs_on_cpu(cfg):
+    return cfg.common.cpu or not torch.cuda.is_available()
+
+
+def fix_precision_flags(cfg):
+    """Make --bf16/--fp16 runnable without a TPU or CUDA (in place on the full config)."""
+    common = cfg.common
+    if common.bf16 and common.tpu and distributed_utils.xm is None:
+        for group in cfg.values():  # common, distributed_training, optimizer hold copies
+            if isinstance(group, DictConfig) and group.get("tpu"):
+                group.tpu = False
+        logger.info("--bf16 without torch_xla: bfloat16 weights on the %s, not a TPU "
+                    "(fairseq's --bf16 implies --tpu)", "CPU" if runs_on_cpu(cfg) else "GPU")
+    if common.fp16 and runs_on_cpu(cfg) and not common.fp16_no_flatten_grads:
+        common.fp16_no_flatten_grads = True
+        logger.info("--fp16 on the CPU: float32 master weights per parameter "
+                    "(--fp16-no-flatten-grads); float16 arithmetic on a CPU is slow")
+    if common.amp and runs_on_cpu(cfg):
+        logger.info("--amp on the CPU: the forward pass autocasts to bfloat16 "
+                    "(torch.autocast('cpu')), without loss scaling")
+
+
+def _fixing_precision(call_main):
+    @functools.wraps(call_main)
+    def wrapper(cfg, main, **kwargs):
+        fix_precision_flags(cfg)
+        return call_main(cfg, main, **kwargs)
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
+class _AutocastCPU:
+    """A criterion whose call runs under ``torch.autocast('cpu', torch.bfloat16)``."""
+
+    def __init__(self, criterion):
+        self._criterion = criterion
+
+    def __getattr__(self, name):
+        return getattr(self._criterion, name)
+
+    def __call__(self, *args, **kwargs):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self._criterion(*args, **kwargs)
+
+
+def _on_cpu(model):
+    return next(model.parameters()).device.type == "cpu"
+
+
+def _amp_on_cpu(train_step):
+    @functools.wraps(train_step)
+    def wrapper(self, sample, model, criterion, optimizer, *args, **kwargs):
+        if isinstance(optimizer, AMPOptimizer) and _on_cpu(model):
+            criterion = _AutocastCPU(criterion)
+        return train_step(self, sample, model, criterion, optimizer, *args, **kwargs)
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
+def _no_cuda_scaler_on_cpu(init):
+    @functools.wraps(init)
+    def wrapper(self, cfg, params, *args, **kwargs):
+        init(self, cfg, params, *args, **kwargs)
+        params = list(params)
+        if params and params[0].device.type == "cpu":
+            # bfloat16 needs no loss scaling; torch.cuda.amp's scaler would want CUDA
+            self._grad_scaler = torch.amp.GradScaler("cpu", enabled=False)
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
+if not getattr(distributed_utils.call_main, _MARK, False):
+    distributed_utils.call_main = _fixing_precision(distributed_utils.call_main)
+if not getattr(FairseqTask.train_step, _MARK, False):
+    FairseqTask.train_step = _amp_on_cpu(FairseqTask.train_step)
+if not getattr(AMPOptimizer.__init__, _MARK, False):
+    AMPOptimizer.__init__ = _no_cuda_scaler_on_cpu(AMPOptimizer.__init__)

@@ -1,0 +1,105 @@
+"""Multi-process training started by ``torchrun``, on GPUs (nccl) and on CPUs (gloo).
+
+What fairseq 0.12 does with ``torchrun --nproc_per_node N fairseq-train ...``:
+``infer_init_method`` looks at torchrun's environment only when
+``--distributed-world-size`` (default: the number of GPUs, 1 on a CPU) is
+above 1, so on CPUs every process trains alone, N duplicate runs writing to
+one save directory; given the world size it takes the device as
+``RANK % torch.cuda.device_count()`` (``ZeroDivisionError`` without GPUs, the
+wrong GPU on multi-node jobs where ranks are global); and
+``DistributedDataParallel`` gets ``device_ids=[device_id]``, which torch
+refuses for a CPU model.
+
+Under torchrun (its ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``
+and ``MASTER_PORT`` are set) we take the world size, rank and local device
+from that environment before fairseq looks, initialise through ``env://``
+(which also serves torchrun's multi-node rendezvous), use gloo when the
+processes train on the CPU, and build CPU ``DistributedDataParallel``
+without device ids. ``--distributed-world-size N`` on a CPU without torchrun,
+which fairseq cannot start (it spawns one process per GPU), is a one-line
+error that gives the torchrun command.
+"""
+import functools
+import logging
+import os
+
+import torch
+from fairseq.distributed import utils as distributed_utils
+from fairseq.models import distributed_fairseq_model
+from torch.nn.parallel import DistributedDataParallel
+
+from .precision import runs_on_cpu
+from .user_errors import UserError
+
+logger = logging.getLogger(__name__)
+_MARK = "__fairseq_luong_torchrun__"
+TORCHRUN_ENV = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def launched_by_torchrun():
+    return all(name in os.environ for name in TORCHRUN_ENV)
+
+
+def init_from_torchrun(cfg):
+    """Set fairseq's distributed options from torchrun's environment (in place)."""
+    dt = cfg.distributed_training
+    world_size = int(os.environ["WORLD_SIZE"])
+    fairseq_default = max(1, torch.cuda.device_count())
+    if dt.distributed_world_size not in (world_size, fairseq_default):
+        raise UserError(
+            f"--distributed-world-size {dt.distributed_world_size}, but torchrun started "
+            f"{world_size} processes in all (WORLD_SIZE={world_size}): leave "
+            "--distributed-world-size out, torchrun sets it"
+        )
+    dt.distributed_world_size = world_size
+    if world_size == 1:
+        return
+    dt.distributed_rank = int(os.environ["RANK"])
+    dt.device_id = int(os.environ["LOCAL_RANK"])
+    dt.distributed_init_method = "env://"
+    dt.distributed_no_spawn = True
+    if runs_on_cpu(cfg) and dt.distributed_backend == "nccl":
+        dt.distributed_backend = "gloo"
+    if dt.distributed_rank == 0:
+        logger.info("torchrun: %d processes, torch.distributed backend %s, training on the %s",
+                    world_size, dt.distributed_backend, "CPU" if runs_on_cpu(cfg) else "GPU")
+
+
+def check_cpu_world_size(cfg):
+    dt = cfg.distributed_training
+    if (dt.distributed_world_size > 1 and dt.distributed_init_method is None
+            and dt.distributed_port <= 0 and runs_on_cpu(cfg)
+            and "SLURM_JOB_NODELIST" not in os.environ and "SLURM_STEP_NODELIST" not in os.environ):
+        n = dt.distributed_world_size
+        raise UserError(
+            f"--distributed-world-size {n} on the CPU: fairseq starts one process per GPU and "
+            f"there is none; start the processes with torchrun instead, without "
+            f"--distributed-world-size: torchrun --nproc_per_node {n} --no-python fairseq-train ..."
+        )
+
+
+def _from_torchrun(call_main):
+    @functools.wraps(call_main)
+    def wrapper(cfg, main, **kwargs):
+        if cfg.distributed_training.distributed_init_method is None:
+            if launched_by_torchrun():
+                init_from_torchrun(cfg)
+            else:
+                check_cpu_world_size(cfg)
+        return call_main(cfg, main, **kwargs)
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
+def cpu_or_gpu_ddp(module, *args, device_ids=None, output_device=None, **kwargs):
+    """torch's DistributedDataParallel; a CPU module gets no device ids (torch requires that)."""
+    if next(module.parameters()).device.type == "cpu":
+        device_ids = output_device = None
+    return DistributedDataParallel(module, *args, device_ids=device_ids,
+                                   output_device=output_device, **kwargs)
+
+
+if not getattr(distributed_utils.call_main, _MARK, False):
+    distributed_utils.call_main = _from_torchrun(distributed_utils.call_main)
+distributed_fairseq_model.DistributedDataParallel = cpu_or_gpu_ddp

@@ -1,0 +1,34 @@
+"""Errors in what the user gave (a file, a flag, a checkpoint) reach the terminal as one line.
+
+fairseq's command-line tools let every exception escape as a traceback: for a
+bad checkpoint or a wrong flag that is dozens of lines (46 for a refused
+checkpoint, with torch's chained unpickler error) around the one line that
+says what to do. ``UserError`` marks an error whose message is complete: when
+it reaches the top of a fairseq command, our ``sys.excepthook`` prints
+``PROG: error: MESSAGE`` and nothing else (exit status 1, as for any uncaught
+exception). Python callers still get an ordinary exception to catch.
+``FAIRSEQ_LUONG_TRACEBACK=1`` restores the full traceback for debugging.
+"""
+import os
+import sys
+
+
+class UserError(RuntimeError):
+    """A problem the message fully explains, with what to do instead."""
+
+
+def _print_user_errors(hook):
+    def excepthook(exc_type, exc, tb):
+        if issubclass(exc_type, UserError) and not os.environ.get("FAIRSEQ_LUONG_TRACEBACK"):
+            prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+            print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
+            return
+        hook(exc_type, exc, tb)
+
+    excepthook.__fairseq_luong_wrapped__ = True
+    return excepthook
+
+
+def install_excepthook():
+    if not getattr(sys.excepthook, "__fairseq_luong_wrapped__", False):
+        sys.excepthook = _print_user_errors(sys.excepthook)
