@@ -49,9 +49,29 @@ def test_crafted_pickle_calling_a_function_is_refused(tmp_path):
 
     path = tmp_path / "evil.pt"
     torch.save({"x": Evil()}, path)
-    with pytest.raises(CheckpointLoadError, match="refusing"):
+    with pytest.raises(CheckpointLoadError) as err:
         checkpoint_utils.load_checkpoint_to_cpu(str(path))
     assert not (tmp_path / "pwned").exists()
+    # names the refused global; never repeats torch's advice that weights_only=False "will likely succeed"
+    assert str(err.value).startswith(f"refusing to load checkpoint {path}: it holds posix.system,")
+    assert "likely succeed" not in str(err.value) and "weights_only=False" not in str(err.value)
+
+
+def test_user_error_reaches_the_terminal_as_one_line(capsys, monkeypatch):
+    import sys
+
+    from fairseq_luong.user_errors import UserError
+
+    monkeypatch.setattr(sys, "argv", ["fairseq-generate"])
+    monkeypatch.delenv("FAIRSEQ_LUONG_TRACEBACK", raising=False)
+    try:
+        try:
+            raise KeyError("inner")
+        except KeyError as inner:
+            raise CheckpointLoadError("cannot load checkpoint x.pt: what to do") from inner
+    except UserError:
+        sys.excepthook(*sys.exc_info())
+    assert capsys.readouterr().err == "fairseq-generate: error: cannot load checkpoint x.pt: what to do\n"
 
 
 def test_no_weights_only_false_anywhere_in_the_plugin():
@@ -70,3 +90,17 @@ def test_batch_by_size_keeps_the_final_partial_batch(n, max_tokens, max_sentence
         max_tokens=max_tokens, max_sentences=max_sentences, required_batch_size_multiple=8,
     )
     assert sorted(np.concatenate(batches).tolist()) == list(range(n))
+
+
+def test_every_plugin_model_is_named_as_the_no_user_dir_hint_expects():
+    """scripts/setup.sh's start-up hint recognises our models by name prefix."""
+    import runpy
+    from pathlib import Path
+
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+
+    hint = runpy.run_path(str(Path(fairseq_luong.__file__).parent / "no_user_dir_hint.py"))
+    ours = [name for name, cls in {**ARCH_MODEL_REGISTRY, **MODEL_REGISTRY}.items()
+            if cls.__module__.startswith("fairseq_luong.")]
+    assert len(ours) > 10
+    assert all(name.startswith(hint["PLUGIN_NAME_PREFIXES"]) for name in ours), ours

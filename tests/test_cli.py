@@ -1,7 +1,8 @@
 """End to end through fairseq's own CLI with --user-dir: preprocess -> train -> generate
 (beam 3, --print-alignment) -> interactive, for every arch; ensembles; resuming; checkpoints."""
+import os
 import re
-import sys
+import subprocess
 
 import pytest
 
@@ -15,17 +16,6 @@ TRAIN = ["--optimizer", "adam", "--lr", "0.005", "--max-tokens", "1500",
          "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
          "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "1", "--log-format", "simple",
          "--log-interval", "1", "--disable-validation"]
-
-
-@pytest.fixture(scope="session")
-def data_bin(tmp_path_factory):
-    root = tmp_path_factory.mktemp("numbers")
-    run([sys.executable, str(REPO / "scripts" / "make_number_corpus.py"), "--out", str(root / "raw"),
-         "--train", "400", "--valid", "40", "--test", "12", "--seed", "3"])
-    run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(root / "raw/train"),
-         "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),
-         "--destdir", str(root / "bin"), "--joined-dictionary", "--workers", "1"])
-    return root
 
 
 _TRAINED = {}
@@ -128,11 +118,66 @@ def test_fused_criterion_trains_like_fairseqs(data_bin, tmp_path, arch):
         assert [float(x) for x in got] == pytest.approx([float(x) for x in ref], abs=2e-3)
 
 
-def test_corrupt_checkpoint_is_a_clear_error(data_bin, tmp_path):
+def error_line(cmd, **kw):
+    """Run a command that must fail with one error line after its logging and no traceback."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc.stderr.strip().splitlines()[-1]
+
+
+def test_corrupt_checkpoint_is_one_line_without_traceback(data_bin, tmp_path):
     bad = tmp_path / "checkpoint_last.pt"
     bad.write_bytes(trained(data_bin, "luong_tiny").read_bytes()[:5000])
-    with pytest.raises(AssertionError) as err:
-        run([bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-             "--path", str(bad), "--beam", "2"])
-    msg = str(err.value)
-    assert f"cannot load checkpoint {bad}" in msg and "truncated or corrupt" in msg
+    err = error_line([bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+                      "--path", str(bad), "--beam", "2"])
+    assert err.startswith(f"fairseq-generate: error: cannot load checkpoint {bad}")
+    assert "truncated or corrupt" in err
+
+
+def test_checkpoint_without_user_dir_names_the_missing_option(data_bin):
+    """fairseq alone crashes formatting its own message (KeyError: "'_name'"); the start-up hint
+    that scripts/setup.sh installs names --user-dir, without loading the plugin."""
+    err = error_line([bin_path("fairseq-generate"), str(data_bin / "bin"), "--beam", "2",
+                      "--path", str(trained(data_bin, "luong_localp"))])
+    assert err == (
+        "fairseq-generate: error: model luong_localp comes from the fairseq_luong plugin, which is not "
+        "loaded: add --user-dir fairseq_luong (from the repository root; from elsewhere --user-dir "
+        "\"$(python -c 'import fairseq_luong, os; print(os.path.dirname(fairseq_luong.__file__))')\")"), err
+
+
+def test_model_overrides_that_cannot_apply_are_refused(data_bin):
+    from fairseq import checkpoint_utils
+
+    from fairseq_luong.user_errors import UserError
+
+    ckpt = [str(trained(data_bin, "luong_global_general"))]
+    with pytest.raises(UserError, match=r"architecture of a trained model cannot change .* luong_global_general"):
+        checkpoint_utils.load_model_ensemble(ckpt, arg_overrides={"arch": "luong_localp"})
+    with pytest.raises(UserError, match="no setting 'droput'"):
+        checkpoint_utils.load_model_ensemble(ckpt, arg_overrides={"droput": 0.5})
+    with pytest.raises(UserError, match=r"weights do not fit .*'encoder_hidden_size': 32"):
+        checkpoint_utils.load_model_ensemble(ckpt, arg_overrides={"encoder_hidden_size": 32})
+    models, cfg = checkpoint_utils.load_model_ensemble(ckpt, arg_overrides={"dropout": 0.5})
+    assert cfg.model.dropout == 0.5 and models[0].decoder.dropout_out.p == 0.5
+
+
+def test_interactive_cuts_an_over_long_line_and_translates_the_rest(data_bin):
+    """A 1,100-word line (the model takes 1,024 positions) used to end the session with
+    'Size of sample #1 is invalid' and lose the lines after it; a translation that reaches
+    fairseq's length limit is reported instead of cut silently."""
+    lines = ["twenty one cats", " ".join(["one"] * 1100), "four hundred", "seven"]
+    proc = run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+                "--path", str(trained(data_bin, "luong_global_general")), "-s", "en", "-t", "de",
+                "--beam", "2", "--buffer-size", "2", "--batch-size", "2",
+                "--min-len", "3", "--max-len-b", "3"], input="\n".join(lines) + "\n")
+    hyps = re.findall(r"^H-(\d+)\t\S+\t(.*)$", proc.stdout, re.M)
+    assert [int(i) for i, _ in hyps] == [0, 1, 2, 3]
+    assert all(len(h.split()) == 3 for _, h in hyps)
+    log = proc.stdout + proc.stderr
+    assert ("input line 2 has 1100 tokens (+ EOS), more than the model's 1024 source positions: "
+            "translating its first 1023 tokens only (H-1)") in log
+    assert re.search(r"2 of 2 translations stopped at the length limit of 3 tokens and are cut off: the "
+                     r"limit is min\(--max-len-a 0 x \d+ \(longest source\) \+ --max-len-b 3, 1023\)",
+                     log), log[-3000:]

@@ -1,0 +1,125 @@
+"""scripts/check_parallel.py reads lines as fairseq-preprocess does and names every problem by file
+and line; scripts/report_translations.py scores against the raw reference; run.sh checks its options."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO
+
+CHECK = [sys.executable, str(REPO / "scripts" / "check_parallel.py"), "-s", "en", "-t", "de"]
+
+
+def write(path, text):
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+
+
+def pair(tmp_path, name, en, de):
+    write(tmp_path / f"{name}.en", en)
+    write(tmp_path / f"{name}.de", de)
+    return str(tmp_path / name)
+
+
+def check(*args):
+    proc = subprocess.run([*CHECK, *args], capture_output=True, text=True)
+    return proc.returncode, proc.stderr
+
+
+def test_lone_carriage_return_is_reported_where_fairseq_would_split(tmp_path):
+    """The issue's example: fairseq-preprocess reads 5 lines from each file (pairs tw-zwei,
+    o-dr, three-ei); the check used to say 'ok: 4 sentence pairs'."""
+    prefix = pair(tmp_path, "t", "one\ntw\ro\nthree\nfour\n", "eins\nzwei\ndr\rei\nvier\n")
+    with open(f"{prefix}.en", encoding="utf-8") as f:  # text mode, as fairseq's Binarizer
+        assert len(f.readlines()) == 5
+    code, err = check(prefix)
+    assert code == 1
+    assert f"error: {prefix}.en:2: carriage return (\\r) inside the line" in err
+    assert f"error: {prefix}.de:3: carriage return (\\r) inside the line" in err
+    assert "ok:" not in err
+
+
+def test_crlf_line_endings_are_one_line_break(tmp_path):
+    prefix = pair(tmp_path, "w", "one\r\ntwo\r\n", "eins\r\nzwei\r\n")
+    code, err = check(prefix)
+    assert code == 0 and f"ok: {prefix}.{{en,de}}: 2 sentence pairs" in err
+
+
+def test_bom_control_characters_and_invalid_utf8_are_named(tmp_path):
+    prefix = pair(tmp_path, "b", "\ufeffone\ntwo\u2028three\n", b"eins\nzw\x01ei\n")
+    write(tmp_path / "u.en", b"gut\n\xff\n")
+    write(tmp_path / "u.de", "good\nbad\n")
+    code, err = check(prefix, str(tmp_path / "u"))
+    assert code == 1
+    assert f"{prefix}.en:1: UTF-8 byte order mark (U+FEFF) at the start of the file" in err
+    assert f"{prefix}.en:2: control character U+2028 at column 4" in err
+    assert f"{prefix}.de:2: control character U+0001 at column 3" in err
+    assert f"{tmp_path / 'u.en'}:2: not valid UTF-8" in err
+
+
+@pytest.mark.parametrize("words,ok", [(1023, True), (1024, False)])
+def test_length_counts_the_eos_fairseq_appends(tmp_path, words, ok):
+    """1,024 words + EOS = 1,025 positions: fairseq-train drops the pair, fairseq-generate stops."""
+    prefix = pair(tmp_path, "l", "a b\n" + " ".join(["w"] * words) + "\n", "c d\ne f\n")
+    code, err = check(prefix)
+    assert (code == 0) == ok, err
+    if not ok:
+        assert f"{prefix}.en:2: 1024 words + EOS = 1025 positions, more than --max-positions 1024" in err
+
+
+def test_lines_out_of_step_and_one_sided_empty_lines(tmp_path):
+    code, err = check(pair(tmp_path, "n", "a\nb\nc\n", "x\ny\n"))
+    assert code == 1 and "3 lines but" in err and "has 2" in err
+    code, err = check(pair(tmp_path, "e", "a\n\nc\n", "x\ny\nz\n"))
+    assert code == 1 and "e.en:2: empty line, but" in err
+
+
+def test_held_out_pairs_seen_in_training_are_counted(tmp_path):
+    train = pair(tmp_path, "train", "a b\nc d\ne f\n", "1 2\n3 4\n5 6\n")
+    test = pair(tmp_path, "test", "x y\nc d\n", "9 9\n3 4\n")
+    code, err = check("--trainpref", train, "--testpref", test)
+    assert code == 0
+    assert (f"warning: {test}: 1 of 2 sentence pairs also occur in {train} (first: line 2 = line 2 "
+            "there)") in err
+    code, err = check("--trainpref", train, "--validpref", test, "--testpref", train)
+    assert code == 2 and "is given as training data and as a held-out set" in err
+
+
+def generate_output(refs_as_fairseq_prints, hyps):
+    lines = []
+    for i, (t, h) in enumerate(zip(refs_as_fairseq_prints, hyps)):
+        lines += [f"S-{i}\tsource {i}", f"T-{i}\t{t}", f"H-{i}\t-0.5\t{h}", f"D-{i}\t-0.5\t{h}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_bleu_uses_the_raw_reference_not_fairseqs_unk_lines(tmp_path):
+    """The reference as its own translation scores 100 with the reference's own length; against
+    fairseq's T- lines (every out-of-vocabulary word <<unk>>, 5 tokens for sacreBLEU) it did not."""
+    raw = ["das kätzchen schläft", "zwei hunde laufen schnell", "ein haus"]
+    fairseq_t = ["das <<unk>> schläft", "zwei hunde laufen <<unk>>", "ein haus"]
+    write(tmp_path / "gen.out", generate_output(fairseq_t, raw))
+    write(tmp_path / "ref.de", "\n".join(raw) + "\n")
+    report = [sys.executable, str(REPO / "scripts" / "report_translations.py"), str(tmp_path / "gen.out")]
+    proc = subprocess.run([*report, "--ref", str(tmp_path / "ref.de")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "sacreBLEU = 100.00" in proc.stdout and "hyp_len = 9 ref_len = 9" in proc.stdout
+    assert "exact matches: 3/3" in proc.stdout and "2 of 3 T- lines hold <unk>" in proc.stdout
+    write(tmp_path / "short.de", "\n".join(raw[:2]) + "\n")
+    proc = subprocess.run([*report, "--ref", str(tmp_path / "short.de")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "has only 2 lines" in proc.stderr
+    write(tmp_path / "long.de", "\n".join(raw + ["one more"]) + "\n")
+    proc = subprocess.run([*report, "--ref", str(tmp_path / "long.de")], capture_output=True, text=True)
+    assert proc.returncode == 1 and f"{tmp_path / 'long.de'}:4: no translation of this line" in proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--minutes", "abc"], "--minutes abc: give the training time in minutes, a positive number"),
+    (["--minutes", "0"], "--minutes 0: give the training time in minutes"),
+    (["--seed", "1.5"], "--seed 1.5: give a non-negative integer"),
+    (["--arch"], "--arch needs a value"),
+    (["--bogus"], "unknown option --bogus"),
+])
+def test_run_sh_refuses_bad_options_in_one_line(args, message):
+    proc = subprocess.run(["bash", str(REPO / "run.sh"), *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"run.sh: {message}") and proc.stderr.count("\n") == 1
