@@ -118,8 +118,9 @@ def test_bleu_uses_the_raw_reference_not_fairseqs_unk_lines(tmp_path):
     (["--arch"], "--arch needs a value"),
     (["--bogus"], "unknown option --bogus"),
 ])
-def test_run_sh_refuses_bad_options_in_one_line(args, message):
-    proc = subprocess.run(["bash", str(REPO / "run.sh"), *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL)
+def test_run_sh_refuses_bad_options_in_one_line(args, message, tmp_path):
+    # --work-dir first and a timeout: a run.sh that accepted the option would start a real run
+    proc = subprocess.run(["bash", str(REPO / "run.sh"), "--work-dir", str(tmp_path), *args],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"run.sh: {message}") and proc.stderr.count("\n") == 1
