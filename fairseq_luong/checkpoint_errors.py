@@ -17,6 +17,7 @@ import zipfile
 
 from fairseq import checkpoint_utils
 
+from .patching import wrap_once
 from .user_errors import UserError
 
 
@@ -49,7 +50,7 @@ def _explain(path, err):
     )
 
 
-def _wrap(load):
+def _explained_errors(load):
     @functools.wraps(load)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         try:
@@ -59,9 +60,7 @@ def _wrap(load):
                 raise
             raise CheckpointLoadError(_explain(path, err)) from err
 
-    load_checkpoint_to_cpu.__fairseq_luong_wrapped__ = True
     return load_checkpoint_to_cpu
 
 
-if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "__fairseq_luong_wrapped__", False):
-    checkpoint_utils.load_checkpoint_to_cpu = _wrap(checkpoint_utils.load_checkpoint_to_cpu)
+wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _explained_errors)

@@ -20,8 +20,9 @@ import sys
 
 import torch
 
+from .patching import wrap_once
+
 logger = logging.getLogger(__name__)
-_MARK = "__fairseq_luong_long_lines__"
 
 
 def truncate_long_lines(tokens, lengths, limit, first_line):
@@ -56,7 +57,6 @@ def _cutting_long_lines(make_batches):
         finally:
             del task.get_interactive_tokens_and_lengths  # the instance attribute set above
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
@@ -71,5 +71,4 @@ def _interactive_modules():
 
 
 for _module in _interactive_modules():
-    if not getattr(_module.make_batches, _MARK, False):
-        _module.make_batches = _cutting_long_lines(_module.make_batches)
+    wrap_once(_module, "make_batches", _cutting_long_lines)

@@ -13,8 +13,9 @@ import logging
 
 from fairseq.sequence_generator import SequenceGenerator
 
+from .patching import wrap_once
+
 logger = logging.getLogger(__name__)
-_MARK = "__fairseq_luong_length_limit__"
 
 
 def generation_max_len(generator, src_len):
@@ -45,9 +46,7 @@ def _warn_at_limit(generate):
                 self.max_len_a, src_len, self.max_len_b, self.max_len - 1)
         return finalized
 
-    setattr(_generate, _MARK, True)
     return _generate
 
 
-if not getattr(SequenceGenerator._generate, _MARK, False):
-    SequenceGenerator._generate = _warn_at_limit(SequenceGenerator._generate)
+wrap_once(SequenceGenerator, "_generate", _warn_at_limit)

@@ -21,7 +21,8 @@ from fairseq import utils
 from fairseq.tasks import FairseqTask
 from fairseq.trainer import Trainer
 
-_MARK = "__fairseq_luong_microbatch_seeds__"
+from .patching import wrap_once
+
 _update = {}  # the update in progress: seed, num_updates, first_index, next micro-batch
 
 
@@ -40,7 +41,6 @@ def _plan_update(train_step):
         finally:
             _update.clear()
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
@@ -54,11 +54,8 @@ def _reseed_microbatch(train_step):
                 utils.set_torch_seed(microbatch_seed(_update["seed"], _update["num_updates"], k))
         return train_step(self, *args, **kwargs)
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
-if not getattr(Trainer.train_step, _MARK, False):
-    Trainer.train_step = _plan_update(Trainer.train_step)
-if not getattr(FairseqTask.train_step, _MARK, False):
-    FairseqTask.train_step = _reseed_microbatch(FairseqTask.train_step)
+wrap_once(Trainer, "train_step", _plan_update)
+wrap_once(FairseqTask, "train_step", _reseed_microbatch)

@@ -16,9 +16,9 @@ import functools
 from fairseq import checkpoint_utils
 from omegaconf import DictConfig
 
+from .patching import wrap_once
 from .user_errors import UserError
 
-_MARK = "__fairseq_luong_checks_overrides__"
 
 
 def _has_setting(cfg, key):
@@ -66,7 +66,6 @@ def _check_keys(load):
             check_overrides_apply(path, state, arg_overrides)
         return state
 
-    setattr(load_checkpoint_to_cpu, _MARK, True)
     return load_checkpoint_to_cpu
 
 
@@ -93,11 +92,8 @@ def _check_fit(load_ensemble):
                 "max_source_positions, ...), not its sizes or structure"
             ) from err
 
-    setattr(load_model_ensemble_and_task, _MARK, True)
     return load_model_ensemble_and_task
 
 
-if not getattr(checkpoint_utils.load_checkpoint_to_cpu, _MARK, False):
-    checkpoint_utils.load_checkpoint_to_cpu = _check_keys(checkpoint_utils.load_checkpoint_to_cpu)
-if not getattr(checkpoint_utils.load_model_ensemble_and_task, _MARK, False):
-    checkpoint_utils.load_model_ensemble_and_task = _check_fit(checkpoint_utils.load_model_ensemble_and_task)
+wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _check_keys)
+wrap_once(checkpoint_utils, "load_model_ensemble_and_task", _check_fit)

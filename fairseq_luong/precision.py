@@ -30,8 +30,9 @@ from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import FairseqTask
 from omegaconf import DictConfig
 
+from .patching import wrap_once
+
 logger = logging.getLogger(__name__)
-_MARK = "__fairseq_luong_precision__"
 
 
 def runs_on_cpu(cfg):
@@ -62,7 +63,6 @@ def _fixing_precision(call_main):
         fix_precision_flags(cfg)
         return call_main(cfg, main, **kwargs)
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
@@ -91,7 +91,6 @@ def _amp_on_cpu(train_step):
             criterion = _AutocastCPU(criterion)
         return train_step(self, sample, model, criterion, optimizer, *args, **kwargs)
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
@@ -104,13 +103,9 @@ def _no_cuda_scaler_on_cpu(init):
             # bfloat16 needs no loss scaling; torch.cuda.amp's scaler would want CUDA
             self._grad_scaler = torch.amp.GradScaler("cpu", enabled=False)
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
-if not getattr(distributed_utils.call_main, _MARK, False):
-    distributed_utils.call_main = _fixing_precision(distributed_utils.call_main)
-if not getattr(FairseqTask.train_step, _MARK, False):
-    FairseqTask.train_step = _amp_on_cpu(FairseqTask.train_step)
-if not getattr(AMPOptimizer.__init__, _MARK, False):
-    AMPOptimizer.__init__ = _no_cuda_scaler_on_cpu(AMPOptimizer.__init__)
+wrap_once(distributed_utils, "call_main", _fixing_precision)
+wrap_once(FairseqTask, "train_step", _amp_on_cpu)
+wrap_once(AMPOptimizer, "__init__", _no_cuda_scaler_on_cpu)

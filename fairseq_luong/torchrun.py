@@ -26,13 +26,12 @@ import os
 import torch
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
-from torch.nn.parallel import DistributedDataParallel
 
+from .patching import wrap_once
 from .precision import runs_on_cpu
 from .user_errors import UserError
 
 logger = logging.getLogger(__name__)
-_MARK = "__fairseq_luong_torchrun__"
 TORCHRUN_ENV = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -88,18 +87,18 @@ def _from_torchrun(call_main):
                 check_cpu_world_size(cfg)
         return call_main(cfg, main, **kwargs)
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
-def cpu_or_gpu_ddp(module, *args, device_ids=None, output_device=None, **kwargs):
-    """torch's DistributedDataParallel; a CPU module gets no device ids (torch requires that)."""
-    if next(module.parameters()).device.type == "cpu":
-        device_ids = output_device = None
-    return DistributedDataParallel(module, *args, device_ids=device_ids,
-                                   output_device=output_device, **kwargs)
+def _no_device_ids_on_cpu(ddp):
+    def cpu_or_gpu_ddp(module, *args, device_ids=None, output_device=None, **kwargs):
+        """torch's DistributedDataParallel; a CPU module gets no device ids (torch requires that)."""
+        if next(module.parameters()).device.type == "cpu":
+            device_ids = output_device = None
+        return ddp(module, *args, device_ids=device_ids, output_device=output_device, **kwargs)
+
+    return cpu_or_gpu_ddp
 
 
-if not getattr(distributed_utils.call_main, _MARK, False):
-    distributed_utils.call_main = _from_torchrun(distributed_utils.call_main)
-distributed_fairseq_model.DistributedDataParallel = cpu_or_gpu_ddp
+wrap_once(distributed_utils, "call_main", _from_torchrun)
+wrap_once(distributed_fairseq_model, "DistributedDataParallel", _no_device_ids_on_cpu)

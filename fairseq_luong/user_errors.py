@@ -9,8 +9,11 @@ it reaches the top of a fairseq command, our ``sys.excepthook`` prints
 exception). Python callers still get an ordinary exception to catch.
 ``FAIRSEQ_LUONG_TRACEBACK=1`` restores the full traceback for debugging.
 """
+import functools
 import os
 import sys
+
+from .patching import wrap_once
 
 
 class UserError(RuntimeError):
@@ -18,6 +21,7 @@ class UserError(RuntimeError):
 
 
 def _print_user_errors(hook):
+    @functools.wraps(hook)
     def excepthook(exc_type, exc, tb):
         if issubclass(exc_type, UserError) and not os.environ.get("FAIRSEQ_LUONG_TRACEBACK"):
             prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
@@ -25,10 +29,8 @@ def _print_user_errors(hook):
             return
         hook(exc_type, exc, tb)
 
-    excepthook.__fairseq_luong_wrapped__ = True
     return excepthook
 
 
 def install_excepthook():
-    if not getattr(sys.excepthook, "__fairseq_luong_wrapped__", False):
-        sys.excepthook = _print_user_errors(sys.excepthook)
+    wrap_once(sys, "excepthook", _print_user_errors)

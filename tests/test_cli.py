@@ -175,6 +175,8 @@ def test_interactive_cuts_an_over_long_line_and_translates_the_rest(data_bin):
     hyps = re.findall(r"^H-(\d+)\t\S+\t(.*)$", proc.stdout, re.M)
     assert [int(i) for i, _ in hyps] == [0, 1, 2, 3]
     assert all(len(h.split()) == 3 for _, h in hyps)
+    sources = dict(re.findall(r"^S-(\d+)\t(.*)$", proc.stdout, re.M))
+    assert len(sources["1"].split()) == 1023 and sources["2"] == "four hundred"
     log = proc.stdout + proc.stderr
     assert ("input line 2 has 1100 tokens (+ EOS), more than the model's 1024 source positions: "
             "translating its first 1023 tokens only (H-1)") in log
