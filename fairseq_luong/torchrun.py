@@ -14,8 +14,9 @@ Under torchrun (its ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``
 and ``MASTER_PORT`` are set) we take the world size, rank and local device
 from that environment before fairseq looks, initialise through ``env://``
 (which also serves torchrun's multi-node rendezvous), use gloo when the
-processes train on the CPU, and build CPU ``DistributedDataParallel``
-without device ids. ``--distributed-world-size N`` on a CPU without torchrun,
+processes train on the CPU (also with a hand-made ``--distributed-init-method
+tcp://...``, where fairseq keeps its default nccl), and build CPU
+``DistributedDataParallel`` without device ids. ``--distributed-world-size N`` on a CPU without torchrun,
 which fairseq cannot start (it spawns one process per GPU), is a one-line
 error that gives the torchrun command.
 """
@@ -57,11 +58,17 @@ def init_from_torchrun(cfg):
     dt.device_id = int(os.environ["LOCAL_RANK"])
     dt.distributed_init_method = "env://"
     dt.distributed_no_spawn = True
-    if runs_on_cpu(cfg) and dt.distributed_backend == "nccl":
-        dt.distributed_backend = "gloo"
+    use_gloo_on_cpu(cfg)
     if dt.distributed_rank == 0:
         logger.info("torchrun: %d processes, torch.distributed backend %s, training on the %s",
                     world_size, dt.distributed_backend, "CPU" if runs_on_cpu(cfg) else "GPU")
+
+
+def use_gloo_on_cpu(cfg):
+    """nccl (fairseq's default backend) needs GPUs: processes training on the CPU use gloo."""
+    dt = cfg.distributed_training
+    if runs_on_cpu(cfg) and dt.distributed_backend == "nccl":
+        dt.distributed_backend = "gloo"
 
 
 def check_cpu_world_size(cfg):
@@ -73,7 +80,7 @@ def check_cpu_world_size(cfg):
         raise UserError(
             f"--distributed-world-size {n} on the CPU: fairseq starts one process per GPU and "
             f"there is none; start the processes with torchrun instead, without "
-            f"--distributed-world-size: torchrun --nproc_per_node {n} --no-python fairseq-train ..."
+            f"--distributed-world-size: torchrun --standalone --nproc_per_node {n} --no-python fairseq-train ..."
         )
 
 
@@ -85,6 +92,8 @@ def _from_torchrun(call_main):
                 init_from_torchrun(cfg)
             else:
                 check_cpu_world_size(cfg)
+        elif cfg.distributed_training.distributed_world_size > 1:  # --distributed-init-method given
+            use_gloo_on_cpu(cfg)
         return call_main(cfg, main, **kwargs)
 
     return wrapper

@@ -112,7 +112,7 @@ def test_world_size_on_the_cpu_without_torchrun_gives_the_torchrun_command(monke
     for name in torchrun.TORCHRUN_ENV:
         monkeypatch.delenv(name, raising=False)
     cfg = parse("--cpu", "--distributed-world-size", "2")
-    with pytest.raises(UserError, match=r"torchrun --nproc_per_node 2 --no-python fairseq-train"):
+    with pytest.raises(UserError, match=r"torchrun --standalone --nproc_per_node 2 --no-python fairseq-train"):
         torchrun.check_cpu_world_size(cfg)
 
 
