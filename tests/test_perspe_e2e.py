@@ -37,7 +37,7 @@ def python(script, *args):
 def prepared(tmp_path_factory):
     """Raw slices -> pieces -> data-bin with chunk ids for train and valid (not test)."""
     work = tmp_path_factory.mktemp("perspe_e2e")
-    spm_tool = REPO / "examples" / "perspe" / "spm_tool.py"
+    spm_tool = REPO / "examples" / "common" / "spm_tool.py"
     for split, n in SLICES.items():
         for lang in ("en", "ja"):
             with open(DATA / f"{split}.{lang}", encoding="utf-8") as f:

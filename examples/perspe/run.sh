@@ -74,12 +74,12 @@ prepare() {
     if [[ ! -f "$WORK/spm/$lang.model" ]]; then
       say "SentencePiece $lang ($VOCAB pieces)"
       local coverage=1.0; [[ "$lang" == ja ]] && coverage=0.9995
-      python "$HERE/spm_tool.py" train --input "$WORK/raw/train.$lang" \
+      python "$REPO/examples/common/spm_tool.py" train --input "$WORK/raw/train.$lang" \
         --model-prefix "$WORK/spm/$lang" --vocab-size "$VOCAB" --character-coverage "$coverage"
     fi
     for split in train dev test; do
       if [[ ! -f "$WORK/spm/$split.$lang" ]]; then
-        python "$HERE/spm_tool.py" encode --model "$WORK/spm/$lang.model" \
+        python "$REPO/examples/common/spm_tool.py" encode --model "$WORK/spm/$lang.model" \
           < "$WORK/raw/$split.$lang" > "$WORK/spm/$split.$lang.part"
         mv "$WORK/spm/$split.$lang.part" "$WORK/spm/$split.$lang"
       fi

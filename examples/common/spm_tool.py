@@ -23,7 +23,8 @@ def main(argv=None):
     )
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a unigram model on one text file")
-    train.add_argument("--input", required=True)
+    train.add_argument("--input", required=True,
+                       help="text file(s), comma-separated: one model for all (a joint vocabulary)")
     train.add_argument("--model-prefix", required=True, help="writes PREFIX.model, PREFIX.vocab")
     train.add_argument("--vocab-size", type=int, required=True)
     train.add_argument("--character-coverage", type=float, default=0.9995,

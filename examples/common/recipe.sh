@@ -1,0 +1,128 @@
+# Shell functions the recipes in examples/ share. Source it after setting
+#   RECIPE   short name printed before messages (e.g. multi30k)
+#   WORK     the recipe's work folder
+#   REPO     the checkout
+#
+# Caching: every output a step makes has a key (the options and inputs it was made
+# from). A step whose output exists with the same key is skipped; an output with
+# another key is made again (cheap steps) or refused (training, preparation:
+# use another name or delete the folder). Training resumes from checkpoint_last.pt
+# after an interruption, with the same budget (fairseq counts the time already
+# spent, --stop-time-hours included).
+
+TOOLS="$REPO/examples/common/recipe_tools.py"
+export PYTHONWARNINGS=ignore
+
+say() { echo "[$RECIPE] $*" >&2; }
+die() { echo "[$RECIPE] error: $*" >&2; exit 1; }
+
+# need_file PATH WHERE: stop with a message saying where to get PATH
+need_file() { [[ -s "$1" ]] || die "$1 not found or empty: $2"; }
+
+# key_of ARGS...: the cache key of a command line (one line, stable)
+key_of() { printf '%q ' "$@"; }
+
+# fresh OUT KEY: true when OUT exists and was made with KEY
+fresh() { [[ -e "$1" && -f "$1.key" && "$(cat "$1.key")" == "$2" ]]; }
+# stamp OUT KEY: record that OUT was made with KEY
+stamp() { printf '%s\n' "$2" > "$1.key"; }
+
+# same_or_refuse FILE KEY WHAT: FILE holds KEY (or is new: then it gets it);
+# another key stops with the difference shown
+same_or_refuse() {
+  local file="$1" key="$2" what="$3"
+  if [[ -f "$file" && "$(cat "$file")" != "$key" ]]; then
+    echo "[$RECIPE] error: $what was made with other options:" >&2
+    diff <(tr ' ' '\n' < "$file") <(printf '%s\n' "$key" | tr ' ' '\n') | grep '^[<>]' \
+      | sed 's/^</  before:/; s/^>/  now:   /' >&2 || true
+    die "delete $(dirname "$file") to redo it, or use another name / --work-dir"
+  fi
+  mkdir -p "$(dirname "$file")"
+  printf '%s\n' "$key" > "$file"
+}
+
+# data_key FILES...: sizes and modification times of the input files
+data_key() { stat -c '%n %s %Y' "$@" | tr '\n' ' '; }
+
+# train_system NAME DATA_BIN DATA_KEY FAIRSEQ_TRAIN_ARGS...
+#   trains WORK/systems/NAME (checkpoints in .../checkpoints, log in .../train.log);
+#   skips it when trained with the same options, resumes it when interrupted,
+#   refuses when the folder holds a system trained with other options.
+train_system() {
+  local name="$1" bin="$2" dkey="$3"; shift 3
+  local dir="$WORK/systems/$name"
+  local key; key="$(key_of "$@") data: $dkey"
+  same_or_refuse "$dir/options" "$key" "system $name ($dir)"
+  if fresh "$dir/trained" "$key"; then say "$name: trained already ($dir)"; return; fi
+  if [[ -f "$dir/checkpoints/checkpoint_last.pt" ]]; then
+    say "$name: resuming from $dir/checkpoints/checkpoint_last.pt"
+  fi
+  say "training $name (log: $dir/train.log)"
+  say "  fairseq-train $bin $*"
+  echo "== $(date -u '+%F %T') fairseq-train $bin $*" >> "$dir/train.log"
+  if ! fairseq-train "$bin" --user-dir "$REPO/fairseq_luong" --save-dir "$dir/checkpoints" \
+        --log-format simple --no-progress-bar "$@" 2>&1 \
+      | tee -a "$dir/train.log" | python "$TOOLS" progress "$name"; then
+    tail -20 "$dir/train.log" >&2
+    die "fairseq-train failed for $name (log: $dir/train.log)"
+  fi
+  grep -q "done training" "$dir/train.log" || die "$name: fairseq-train ended without 'done training' ($dir/train.log)"
+  touch "$dir/trained"; stamp "$dir/trained" "$key"
+}
+
+# average_last NAME N: WORK/systems/NAME/model.pt = the average of the last N
+# interval checkpoints (checkpoint_E_U.pt; fewer when fewer exist), or
+# checkpoint_last.pt when there is none or N is 1
+average_last() {
+  local name="$1" n="$2" dir="$WORK/systems/$1"
+  local ckpts=("$dir"/checkpoints/checkpoint_*_*.pt)
+  [[ -e "${ckpts[0]}" ]] || ckpts=()
+  local key; key="$(cat "$dir/trained.key") average $n"
+  fresh "$dir/model.pt" "$key" && return
+  [[ -f "$dir/checkpoints/checkpoint_last.pt" ]] || die "$name: no checkpoint in $dir/checkpoints: train it first"
+  if (( n > 1 && ${#ckpts[@]} > 1 )); then
+    (( n > ${#ckpts[@]} )) && n=${#ckpts[@]}
+    python "$REPO/scripts/average_checkpoints.py" --inputs "$dir/checkpoints" \
+      --num-update-checkpoints "$n" --output "$dir/model.pt"
+  else
+    cp "$dir/checkpoints/checkpoint_last.pt" "$dir/model.pt"
+  fi
+  stamp "$dir/model.pt" "$key"
+}
+
+# validate NAME DATA_BIN [fairseq-validate args]: WORK/systems/NAME/valid.json,
+# the validation loss and perplexity of model.pt
+validate_model() {
+  local name="$1" bin="$2" dir="$WORK/systems/$1"; shift 2
+  local key; key="$(cat "$dir/model.pt.key") $(key_of "$@")"
+  fresh "$dir/valid.json" "$key" && return
+  fairseq-validate "$bin" --user-dir "$REPO/fairseq_luong" --task translation --path "$dir/model.pt" \
+    --valid-subset valid --log-format simple "$@" > "$dir/validate.log" 2>&1 \
+    || { tail -20 "$dir/validate.log" >&2; die "fairseq-validate failed for $name"; }
+  python "$TOOLS" valid-json "$dir/validate.log" > "$dir/valid.json"
+  stamp "$dir/valid.json" "$key"
+}
+
+# translate NAME DATA_BIN REF OUT_PREFIX [fairseq-generate args]: OUT_PREFIX.out (fairseq-generate's
+# output) and OUT_PREFIX.hyp (the hypotheses in test order, one for each line of REF)
+translate() {
+  local name="$1" bin="$2" ref="$3" out="$4" dir="$WORK/systems/$1"; shift 4
+  local key; key="$(cat "$dir/model.pt.key") $(key_of "$@")"
+  fresh "$out.hyp" "$key" && return
+  say "$name: translating ($*)"
+  fairseq-generate "$bin" --user-dir "$REPO/fairseq_luong" --path "$dir/model.pt" "$@" \
+    > "$out.out" 2> "$out.log" || { tail -20 "$out.log" >&2; die "fairseq-generate failed for $name ($out.log)"; }
+  python "$TOOLS" hyps "$out.out" --ref "$ref" > "$out.hyp"
+  stamp "$out.hyp" "$key"
+}
+
+# score HYP REF OUT_JSON [sacrebleu args]: sacreBLEU of HYP against the raw reference REF
+score() {
+  local hyp="$1" ref="$2" out="$3"; shift 3
+  local key; key="$(data_key "$hyp" "$ref") $(key_of "$@")"
+  if ! fresh "$out" "$key"; then
+    sacrebleu "$ref" -i "$hyp" -m bleu -w 2 "$@" > "$out" || die "sacrebleu failed on $hyp"
+    stamp "$out" "$key"
+  fi
+  python -c "import json,sys; s=json.load(open(sys.argv[1])); print(f\"{s['score']:.2f}  {s['verbose_score']}  {s['signature']}\")" "$out"
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Small tools the recipes in examples/ share (called from examples/common/recipe.sh).
+
+  progress NAME            read a fairseq-train log on stdin, print one line per epoch
+                           (and per mid-epoch validation) to stderr
+  curve LOG                the learning curve of a fairseq-train log as TSV:
+                           updates, wall seconds, epoch, valid loss, valid ppl
+  valid-json LOG           the last validation of a fairseq-train/-validate log as
+                           JSON: {"loss": ..., "ppl": ...}
+  hyps GENERATE_OUT --ref REF
+                           fairseq-generate's best hypotheses (H- lines) in sample order,
+                           one per line; every line of REF must have one
+  filter-length SRC TGT OUT_PREFIX --max-words N
+                           keep the line pairs with at most N words on both sides
+  table WORK NAME...       the results table of the systems in WORK/systems/NAME
+                           (updates, wall time, valid ppl, test BLEU), markdown
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def log_fields(line):
+    """(tag, {key: value}) of a fairseq ``--log-format simple`` stats line, or (None, {}).
+
+    ``... | INFO | valid | epoch 003 | valid on 'valid' subset | loss 4.1 | ppl 9.7 | num_updates 900``
+    """
+    parts = [p.strip() for p in line.rstrip("\n").split(" | ")]
+    if len(parts) < 4 or parts[1] != "INFO" or parts[2] not in ("train", "valid", "train_inner"):
+        return None, {}
+    fields = {}
+    for part in parts[3:]:
+        key, _, value = part.partition(" ")
+        if key == "epoch":
+            value = value.rstrip(":").split(":")[0]
+        fields[key] = value.strip()
+    return parts[2], fields
+
+
+def read_curve(lines):
+    """[(updates, wall_s, epoch, valid_loss, valid_ppl)] for each validation in a log.
+
+    fairseq's valid lines carry no wall clock: each takes the last one a train
+    line reported (within ``--log-interval`` updates of the validation)."""
+    curve, wall = [], 0.0
+    for line in lines:
+        tag, f = log_fields(line)
+        if tag in ("train", "train_inner") and "wall" in f:
+            wall = float(f["wall"])
+        elif tag == "valid" and "ppl" in f:
+            curve.append((int(f.get("num_updates", 0)), wall, int(f.get("epoch", 0)),
+                          float(f["loss"]), float(f["ppl"])))
+    return curve
+
+
+def cmd_progress(args):
+    """One line per epoch end and per validation, as the log streams by."""
+    valid = None
+    for line in sys.stdin:
+        tag, f = log_fields(line)
+        msg = None
+        if tag == "valid" and "ppl" in f:
+            valid = f["ppl"]
+            msg = f"valid ppl {valid} after {f.get('num_updates', '?')} updates"
+        elif tag == "train" and "ppl" in f:
+            minutes = float(f.get("wall", 0)) / 60
+            msg = (f"epoch {int(f['epoch'])} done: {f.get('num_updates', '?')} updates, "
+                   f"train ppl {f['ppl']}, {minutes:.1f} min")
+        elif "Stopping training due to" in line:
+            msg = line.split("Stopping training due to", 1)[1].strip().split(" > ")[0].strip() + \
+                " reached: stopping"
+        elif "Traceback" in line or line.startswith(("RuntimeError", "ValueError")):
+            msg = line.strip()
+        if msg:
+            print(f"[{args.name}] {msg}", file=sys.stderr, flush=True)
+
+
+def cmd_curve(args):
+    print("updates\twall_s\tepoch\tvalid_loss\tvalid_ppl")
+    with open(args.log, encoding="utf-8") as f:
+        for row in read_curve(f):
+            print("\t".join(str(x) for x in row))
+
+
+def cmd_valid_json(args):
+    last = None
+    with open(args.log, encoding="utf-8") as f:
+        for line in f:
+            tag, fields = log_fields(line)
+            if tag == "valid" and "ppl" in fields:
+                last = fields
+    if last is None:
+        raise SystemExit(f"error: {args.log}: no validation line (| valid | ... | ppl ...)")
+    print(json.dumps({"loss": float(last["loss"]), "ppl": float(last["ppl"])}))
+
+
+def cmd_hyps(args):
+    with open(args.ref, encoding="utf-8") as f:
+        n_ref = sum(1 for _ in f)
+    hyps = {}
+    with open(args.generate_out, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.startswith("H-"):
+                continue
+            tag, _, rest = line.rstrip("\n").partition("\t")
+            fields = rest.split("\t")
+            if not tag[2:].isdigit() or len(fields) < 1:
+                raise SystemExit(f"error: {args.generate_out}:{lineno}: malformed H- line")
+            hyps.setdefault(int(tag[2:]), fields[1] if len(fields) > 1 else "")
+    missing = [i for i in range(n_ref) if i not in hyps]
+    if missing or len(hyps) != n_ref:
+        raise SystemExit(
+            f"error: {args.generate_out}: {len(hyps)} hypotheses for the {n_ref} lines of "
+            f"{args.ref} (first missing sample id: {missing[0] if missing else 'none'}): "
+            "the test set was filtered or generation did not finish")
+    sys.stdout.writelines(hyps[i] + "\n" for i in range(n_ref))
+
+
+def cmd_filter_length(args):
+    kept = total = lineno = 0
+    with open(args.src, encoding="utf-8") as fs, open(args.tgt, encoding="utf-8") as ft, \
+            open(f"{args.out_prefix}.{args.src_lang}", "w", encoding="utf-8") as os_, \
+            open(f"{args.out_prefix}.{args.tgt_lang}", "w", encoding="utf-8") as ot:
+        for lineno, (s, t) in enumerate(zip(fs, ft), 1):
+            total += 1
+            if 0 < len(s.split()) <= args.max_words and 0 < len(t.split()) <= args.max_words:
+                os_.write(s)
+                ot.write(t)
+                kept += 1
+        if fs.readline() or ft.readline():
+            raise SystemExit(f"error: {args.src} and {args.tgt} differ in line count "
+                             f"(one ends after line {lineno})")
+    print(f"kept {kept} of {total} pairs with 1..{args.max_words} words on both sides",
+          file=sys.stderr)
+
+
+def system_row(work, name):
+    """updates, wall minutes, valid ppl, BLEU of WORK/systems/NAME (None when missing)."""
+    d = os.path.join(work, "systems", name)
+    updates = wall = ppl = bleu = None
+    log = os.path.join(d, "train.log")
+    if os.path.exists(log):
+        with open(log, encoding="utf-8") as f:
+            for line in f:
+                tag, fields = log_fields(line)
+                if tag in ("train", "train_inner"):
+                    updates = int(fields.get("num_updates", updates or 0))
+                    wall = float(fields.get("wall", wall or 0)) / 60
+    valid = os.path.join(d, "valid.json")
+    if os.path.exists(valid):
+        with open(valid, encoding="utf-8") as f:
+            ppl = json.load(f)["ppl"]
+    score = os.path.join(d, "bleu.json")
+    if os.path.exists(score):
+        with open(score, encoding="utf-8") as f:
+            bleu = json.load(f)
+    return updates, wall, ppl, bleu
+
+
+def cmd_table(args):
+    rows, signature = [], None
+    for name in args.names:
+        updates, wall, ppl, bleu = system_row(args.work, name)
+        fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
+        rows.append(f"| {name} | {fmt(updates, 'd')} | {fmt(wall, '.1f')} | {fmt(ppl, '.2f')} | "
+                    f"{fmt(bleu and bleu['score'], '.2f')} |")
+        signature = signature or (bleu and bleu.get("signature"))
+    print(f"| system | updates | wall min | valid ppl | test {args.metric} |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+    if signature:
+        print(f"\nsacreBLEU signature: {signature}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("progress", help="per-epoch lines from a fairseq-train log on stdin")
+    p.add_argument("name", help="printed before each line")
+    p = sub.add_parser("curve", help="learning curve of a fairseq-train log as TSV")
+    p.add_argument("log")
+    p = sub.add_parser("valid-json", help="last validation loss and ppl of a log as JSON")
+    p.add_argument("log")
+    p = sub.add_parser("hyps", help="hypotheses of a fairseq-generate output in sample order")
+    p.add_argument("generate_out")
+    p.add_argument("--ref", required=True, help="the reference file the hypotheses must match")
+    p = sub.add_parser("filter-length", help="drop line pairs longer than --max-words")
+    p.add_argument("src")
+    p.add_argument("tgt")
+    p.add_argument("out_prefix")
+    p.add_argument("--src-lang", required=True)
+    p.add_argument("--tgt-lang", required=True)
+    p.add_argument("--max-words", type=int, required=True)
+    p = sub.add_parser("table", help="results table of the systems in WORK")
+    p.add_argument("work")
+    p.add_argument("names", nargs="+")
+    p.add_argument("--metric", default="sacreBLEU", help="column title of the score")
+    args = parser.parse_args(argv)
+    {"progress": cmd_progress, "curve": cmd_curve, "valid-json": cmd_valid_json, "hyps": cmd_hyps,
+     "filter-length": cmd_filter_length, "table": cmd_table}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

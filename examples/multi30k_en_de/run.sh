@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Multi30k English->German: the whole pipeline at small scale, every system 2 x 256 with
+# the same wall-clock training budget (fairseq-train --stop-time-hours).
+#
+#   bash examples/multi30k_en_de/run.sh [OPTIONS] prepare        SentencePiece, fairseq-preprocess
+#   bash examples/multi30k_en_de/run.sh [OPTIONS] train NAME     train one system
+#   bash examples/multi30k_en_de/run.sh [OPTIONS] translate NAME average checkpoints, translate test
+#   bash examples/multi30k_en_de/run.sh [OPTIONS] eval NAME      valid ppl, sacreBLEU, BLEU by length, heat map
+#   bash examples/multi30k_en_de/run.sh [OPTIONS] all            all of it for --systems, then table
+#   bash examples/multi30k_en_de/run.sh [OPTIONS] table          results and learning curves so far
+#
+# Options:
+#   --data-dir DIR    {train,valid,test}.{en,de}, raw text (default: ../shared/data/multi30k_en_de
+#                     beside the checkout; see README.md for where to get Multi30k)
+#   --work-dir DIR    everything goes here (default: runs/multi30k_en_de in the checkout)
+#   --minutes M       training budget of each system, wall clock (default: 10)
+#   --systems "A B"   systems for `all` and `table` (default: luong_global_general luong_localp
+#                     luong_base lstm); also known: rnnsearch
+#   --vocab N         joint SentencePiece vocabulary (default: 8000)
+#   --average N       average the last N checkpoints (saved every --save-every updates; default 5)
+#   --save-every N    save (and validate) every N updates (default: 300)
+#   --seed N          (default: 1)
+#   -- ARGS           after `train NAME`: extra fairseq-train options for that system
+#
+# Every step is resumable: finished steps are skipped, an interrupted training resumes
+# with the budget it has left; a system trained with other options is refused (delete
+# its folder under WORK/systems or use another --work-dir).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+RECIPE=multi30k
+
+DATA="$REPO/../shared/data/multi30k_en_de" WORK="$REPO/runs/multi30k_en_de"
+MINUTES=10 SYSTEMS="luong_global_general luong_localp luong_base lstm"
+VOCAB=8000 AVERAGE=5 SAVE_EVERY=300 SEED=1 BEAM=5 LENPEN=1.0
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+ARGS=() EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --data-dir) DATA="$2"; shift 2 ;;
+    --work-dir) WORK="$2"; shift 2 ;;
+    --minutes) MINUTES="$2"; shift 2 ;;
+    --systems) SYSTEMS="$2"; shift 2 ;;
+    --vocab) VOCAB="$2"; shift 2 ;;
+    --average) AVERAGE="$2"; shift 2 ;;
+    --save-every) SAVE_EVERY="$2"; shift 2 ;;
+    --seed) SEED="$2"; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+set -- "${ARGS[@]+"${ARGS[@]}"}"
+
+command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh" >&2
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+source "$REPO/examples/common/recipe.sh"
+BIN="$WORK/data-bin"
+SIZE=(--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidden-size 256
+      --decoder-hidden-size 256 --share-all-embeddings)
+
+# system_flags NAME: MODEL=(the model's fairseq-train options), 2 x 256 everywhere
+system_flags() {
+  case "$1" in
+    luong_global_general|luong_localp|luong_base)
+      # --init-uniform 0.1: the paper's initialisation (and fairseq lstm's for its LSTMs)
+      MODEL=(--arch "$1" "${SIZE[@]}" --encoder-layers 2 --decoder-layers 2 --init-uniform 0.1) ;;
+    lstm)
+      # fairseq's own: Luong global attention, general score, input feeding (its default)
+      MODEL=(--arch lstm "${SIZE[@]}" --encoder-layers 2 --decoder-layers 2
+             --decoder-out-embed-dim 256 --decoder-attention 1) ;;
+    rnnsearch)
+      # Bahdanau et al.: 256 GRU units per direction and in the decoder, 256 alignment
+      # units, 256 maxout units (tied output), the paper's initialisation
+      MODEL=(--arch rnnsearch "${SIZE[@]}" --attention-dim 256 --maxout-dim 256) ;;
+    *) die "unknown system '$1' (known: luong_global_general luong_localp luong_base lstm rnnsearch)" ;;
+  esac
+}
+
+# Training settings shared by every system (README.md says why)
+TRAIN=(--dropout 0.3 --criterion fused_label_smoothed_cross_entropy --label-smoothing 0.1
+       --optimizer adam --adam-betas "(0.9, 0.98)" --lr 0.002 --lr-scheduler inverse_sqrt
+       --warmup-updates 500 --clip-norm 1.0 --max-tokens 2000 --max-epoch 1000
+       --save-interval-updates "$SAVE_EVERY" --keep-interval-updates "$AVERAGE"
+       --no-epoch-checkpoints --log-interval 100 --seed "$SEED")
+
+prepare() {
+  local split lang
+  for split in train valid test; do
+    for lang in en de; do
+      need_file "$DATA/$split.$lang" "give --data-dir with {train,valid,test}.{en,de}: Multi30k task 1 \
+(github multi30k/dataset, data/task1/raw; test = test_2016_flickr), see examples/multi30k_en_de/README.md"
+    done
+  done
+  local key; key="vocab $VOCAB data: $(data_key "$DATA"/{train,valid,test}.{en,de})"
+  same_or_refuse "$WORK/prepared.options" "$key" "$WORK (prepared data)"
+  fresh "$BIN/.done" "$key" && return
+  local t0=$SECONDS
+  python "$REPO/scripts/check_parallel.py" "$DATA/train" "$DATA/valid" "$DATA/test" -s en -t de >&2
+  mkdir -p "$WORK/spm"
+  say "SentencePiece: one joint unigram model of $VOCAB pieces"
+  python "$REPO/examples/common/spm_tool.py" train --input "$DATA/train.en,$DATA/train.de" \
+    --model-prefix "$WORK/spm/joint" --vocab-size "$VOCAB" --character-coverage 1.0
+  for split in train valid test; do
+    for lang in en de; do
+      python "$REPO/examples/common/spm_tool.py" encode --model "$WORK/spm/joint.model" \
+        < "$DATA/$split.$lang" > "$WORK/spm/$split.$lang"
+    done
+  done
+  say "fairseq-preprocess (joined dictionary; log: $WORK/preprocess.log)"
+  rm -rf "$BIN"
+  fairseq-preprocess -s en -t de --trainpref "$WORK/spm/train" --validpref "$WORK/spm/valid" \
+    --testpref "$WORK/spm/test" --destdir "$BIN" --joined-dictionary --workers "$(nproc)" \
+    > "$WORK/preprocess.log" 2>&1 || { tail -20 "$WORK/preprocess.log" >&2; die "fairseq-preprocess failed"; }
+  touch "$BIN/.done"; stamp "$BIN/.done" "$key"
+  say "prepared in $((SECONDS - t0)) s: $BIN"
+}
+
+prepared() { fresh "$BIN/.done" "$(cat "$WORK/prepared.options" 2>/dev/null)" || die "run prepare first ($BIN)"; }
+
+train() {
+  local name="$1"; shift
+  prepared
+  system_flags "$name"
+  local hours; hours=$(python -c "print(f'{$MINUTES / 60:.6f}')")
+  train_system "$name" "$BIN" "$(cat "$BIN/.done.key")" "${MODEL[@]}" "${TRAIN[@]}" \
+    --stop-time-hours "$hours" "$@"
+}
+
+has_attention() { [[ "$1" != luong_base ]]; }
+
+translate_system() {
+  local name="$1" dir="$WORK/systems/$1"
+  prepared
+  [[ -f "$dir/trained" ]] || die "train $name first (bash $0 train $name)"
+  average_last "$name" "$AVERAGE"
+  local align=(); has_attention "$name" && align=(--print-alignment)
+  translate "$name" "$BIN" "$DATA/test.de" "$dir/test" --gen-subset test --beam "$BEAM" \
+    --lenpen "$LENPEN" --batch-size 128 --post-process sentencepiece "${align[@]}"
+}
+
+evaluate() {
+  local name="$1" dir="$WORK/systems/$1"
+  translate_system "$name"
+  validate_model "$name" "$BIN" --max-tokens 4000
+  python "$TOOLS" curve "$dir/train.log" > "$dir/curve.tsv"
+  echo -n "$name test sacreBLEU: " >&2
+  score "$dir/test.hyp" "$DATA/test.de" "$dir/bleu.json" >&2
+}
+
+table() {
+  # shellcheck disable=SC2086
+  python "$TOOLS" table "$WORK" $SYSTEMS
+}
+
+cmd="${1:-}"; [[ $# -gt 0 ]] && shift
+case "$cmd" in
+  prepare) prepare ;;
+  train) [[ $# -eq 1 ]] || { usage; exit 2; }; train "$1" "${EXTRA[@]+"${EXTRA[@]}"}" ;;
+  translate) [[ $# -eq 1 ]] || { usage; exit 2; }; translate_system "$1" ;;
+  eval) [[ $# -eq 1 ]] || { usage; exit 2; }; evaluate "$1" ;;
+  all)
+    prepare
+    for s in $SYSTEMS; do train "$s"; done
+    for s in $SYSTEMS; do evaluate "$s"; done
+    table ;;
+  table) table ;;
+  *) usage; exit 2 ;;
+esac
