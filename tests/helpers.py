@@ -106,3 +106,39 @@ def run(cmd, **kw):
 
 def bin_path(name):
     return str(Path(sys.executable).parent / name)
+
+
+WMT_SAMPLE = SHARED_DATA / "wmt_sample_en_de"
+
+
+def make_wmt14_release(out, n_train=300, n_test=20, vocab_size=None):
+    """Files in the format of Luong et al.'s WMT'14 release (the Stanford NMT page), made
+    from ``../shared/data/wmt_sample_en_de``: train.{en,de} (the first ``n_train`` pairs),
+    newstest2012..2015.{en,de} (consecutive blocks of ``n_test`` lines of its
+    newstest2012), vocab.50K.{en,de} (<unk>, <s>, </s>, then the training words by
+    frequency; filled up to ``vocab_size`` lines with made-up words when given, for
+    realistic output-layer costs) and dict.en-de (one "english german" pair a line: the
+    words spelled alike on both sides)."""
+    from collections import Counter
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    words = {}
+    for lang in ("en", "de"):
+        with open(WMT_SAMPLE / f"train.{lang}", encoding="utf-8") as f:
+            train = [next(f) for _ in range(n_train)]
+        (out / f"train.{lang}").write_text("".join(train), encoding="utf-8")
+        with open(WMT_SAMPLE / f"newstest2012.{lang}", encoding="utf-8") as f:
+            test = [next(f) for _ in range(4 * n_test)]
+        for i, year in enumerate((2012, 2013, 2014, 2015)):
+            (out / f"newstest{year}.{lang}").write_text(
+                "".join(test[i * n_test:(i + 1) * n_test]), encoding="utf-8")
+        counts = Counter(w for line in train for w in line.split())
+        vocab = ["<unk>", "<s>", "</s>"] + [w for w, _ in counts.most_common()]
+        if vocab_size:
+            vocab += [f"{lang}_filler{i}" for i in range(vocab_size + 3 - len(vocab))]
+        (out / f"vocab.50K.{lang}").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+        words[lang] = counts
+    common = sorted(w for w in words["en"] if w in words["de"] and w.isalpha())
+    (out / "dict.en-de").write_text("".join(f"{w} {w}\n" for w in common), encoding="utf-8")
+    return out

@@ -33,7 +33,7 @@ same_or_refuse() {
   local file="$1" key="$2" what="$3"
   if [[ -f "$file" && "$(cat "$file")" != "$key" ]]; then
     echo "[$RECIPE] error: $what was made with other options:" >&2
-    diff <(tr ' ' '\n' < "$file") <(printf '%s\n' "$key" | tr ' ' '\n') | grep '^[<>]' \
+    diff <(sed 's/ --/\n--/g' "$file") <(printf '%s\n' "$key" | sed 's/ --/\n--/g') | grep '^[<>]' \
       | sed 's/^</  before:/; s/^>/  now:   /' >&2 || true
     die "delete $(dirname "$file") to redo it, or use another name / --work-dir"
   fi

@@ -12,6 +12,13 @@
                            one per line; every line of REF must have one
   filter-length SRC TGT OUT_PREFIX --max-words N
                            keep the line pairs with at most N words on both sides
+  vocab-to-dict VOCAB DICT  a vocabulary file (one word a line, as the Stanford release's
+                           vocab.50K.*) as a fairseq dictionary; <unk>, <s>, </s> dropped
+                           (fairseq has its own)
+  detok LANG               tokenised text on stdin (Moses escapes, ##AT##-##AT## hyphens)
+                           to plain text on stdout (sacremoses)
+  time-epoch LOG           seconds per update of a fairseq-train log with --log-interval 1
+                           (the first update untimed) and the time of one epoch
   table WORK NAME...       the results table of the systems in WORK/systems/NAME
                            (updates, wall time, valid ppl, test BLEU), markdown
 """
@@ -135,6 +142,57 @@ def cmd_filter_length(args):
           file=sys.stderr)
 
 
+SPECIALS = {"<unk>", "<s>", "</s>", "<pad>"}
+
+
+def cmd_vocab_to_dict(args):
+    seen = set()
+    with open(args.vocab, encoding="utf-8") as f, open(args.dict, "w", encoding="utf-8") as out:
+        for lineno, line in enumerate(f, 1):
+            word = line.strip()
+            if not word or word in SPECIALS or word in seen:
+                continue
+            if len(word.split()) != 1:
+                raise SystemExit(f"error: {args.vocab}:{lineno}: more than one word on a line")
+            seen.add(word)
+            out.write(f"{word} 1\n")
+    if not seen:
+        raise SystemExit(f"error: {args.vocab}: no words")
+
+
+def cmd_detok(args):
+    from sacremoses import MosesDetokenizer
+
+    detok = MosesDetokenizer(lang=args.lang)
+    for line in sys.stdin:
+        line = line.strip().replace(" ##AT##-##AT## ", "-").replace("##AT##-##AT##", "-")
+        print(detok.detokenize(line.split(), unescape=True))
+
+
+PAPER_PAIRS = 4_500_000  # Luong et al. section 4: 4.5M sentence pairs (before the length filter)
+
+
+def cmd_time_epoch(args):
+    walls, batches = [], None
+    with open(args.log, encoding="utf-8") as f:
+        for line in f:
+            tag, fields = log_fields(line)
+            if tag == "train_inner" and "wall" in fields:
+                walls.append(float(fields["wall"]))
+                step = line.split(" | ")[3].split(":", 1)[1].split()  # epoch 001:  2 / 79 loss ...
+                batches = int(step[2])
+    if len(walls) < 2:
+        raise SystemExit(f"error: {args.log}: fewer than 2 updates logged (--log-interval 1)")
+    per_update = (walls[-1] - walls[0]) / (len(walls) - 1)
+    paper_batches = -(-PAPER_PAIRS // args.batch_size)
+    print(f"{per_update:.1f} s per update ({len(walls) - 1} updates timed after one untimed, "
+          f"batches of up to {args.batch_size} sentences)")
+    print(f"one epoch of these data ({batches} batches): {per_update * batches / 3600:.1f} h")
+    print(f"one epoch of 4.5M pairs ({paper_batches} batches of {args.batch_size}, an upper bound: "
+          f"the length filter removes some): {per_update * paper_batches / 3600:.0f} h "
+          f"= {per_update * paper_batches / 86400:.1f} days")
+
+
 def system_row(work, name):
     """updates, wall minutes, valid ppl, BLEU of WORK/systems/NAME (None when missing)."""
     d = os.path.join(work, "systems", name)
@@ -196,13 +254,22 @@ def main(argv=None):
     p.add_argument("--src-lang", required=True)
     p.add_argument("--tgt-lang", required=True)
     p.add_argument("--max-words", type=int, required=True)
+    p = sub.add_parser("vocab-to-dict", help="vocabulary file -> fairseq dictionary")
+    p.add_argument("vocab")
+    p.add_argument("dict")
+    p = sub.add_parser("detok", help="Moses-detokenise stdin")
+    p.add_argument("lang")
+    p = sub.add_parser("time-epoch", help="seconds per update and per epoch from a log")
+    p.add_argument("log")
+    p.add_argument("--batch-size", type=int, default=128, help="sentences per batch")
     p = sub.add_parser("table", help="results table of the systems in WORK")
     p.add_argument("work")
     p.add_argument("names", nargs="+")
     p.add_argument("--metric", default="sacreBLEU", help="column title of the score")
     args = parser.parse_args(argv)
     {"progress": cmd_progress, "curve": cmd_curve, "valid-json": cmd_valid_json, "hyps": cmd_hyps,
-     "filter-length": cmd_filter_length, "table": cmd_table}[args.command](args)
+     "filter-length": cmd_filter_length, "vocab-to-dict": cmd_vocab_to_dict,
+     "detok": cmd_detok, "time-epoch": cmd_time_epoch, "table": cmd_table}[args.command](args)
 
 
 if __name__ == "__main__":
