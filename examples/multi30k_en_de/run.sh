@@ -18,7 +18,7 @@
 #                     luong_base lstm); also known: rnnsearch
 #   --vocab N         joint SentencePiece vocabulary (default: 8000)
 #   --average N       average the last N checkpoints (saved every --save-every updates; default 5)
-#   --save-every N    save (and validate) every N updates (default: 300)
+#   --save-every N    save (and validate) every N updates (default: 200; the last 10 are kept)
 #   --seed N          (default: 1)
 #   -- ARGS           after `train NAME`: extra fairseq-train options for that system
 #
@@ -32,7 +32,7 @@ RECIPE=multi30k
 
 DATA="$REPO/../shared/data/multi30k_en_de" WORK="$REPO/runs/multi30k_en_de"
 MINUTES=10 SYSTEMS="luong_global_general luong_localp luong_base lstm"
-VOCAB=8000 AVERAGE=5 SAVE_EVERY=300 SEED=1 BEAM=5 LENPEN=1.0
+VOCAB=8000 AVERAGE=5 KEEP=10 SAVE_EVERY=200 SEED=1 BEAM=5 LENPEN=1.0
 usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 ARGS=() EXTRA=()
 while [[ $# -gt 0 ]]; do
@@ -52,6 +52,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 set -- "${ARGS[@]+"${ARGS[@]}"}"
+(( KEEP < AVERAGE )) && KEEP=$AVERAGE
 
 command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh" >&2
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
@@ -82,7 +83,7 @@ system_flags() {
 TRAIN=(--dropout 0.3 --criterion fused_label_smoothed_cross_entropy --label-smoothing 0.1
        --optimizer adam --adam-betas "(0.9, 0.98)" --lr 0.002 --lr-scheduler inverse_sqrt
        --warmup-updates 500 --clip-norm 1.0 --max-tokens 2000 --max-epoch 1000
-       --save-interval-updates "$SAVE_EVERY" --keep-interval-updates "$AVERAGE"
+       --save-interval-updates "$SAVE_EVERY" --keep-interval-updates "$KEEP"
        --no-epoch-checkpoints --log-interval 100 --seed "$SEED")
 
 prepare() {
