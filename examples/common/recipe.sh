@@ -1,7 +1,7 @@
-# Shell functions the recipes in examples/ share. Source it after setting
-#   RECIPE   short name printed before messages (e.g. multi30k)
-#   WORK     the recipe's work folder
-#   REPO     the checkout
+# Shell functions the recipes in examples/ share. A recipe sets RECIPE (a short name
+# printed before messages), REPO (the checkout) and its defaults, sources this file,
+# calls `parse_options "$@"` with OPTS mapping its flags to variables, then
+# `recipe_init` (which needs WORK, the recipe's work folder).
 #
 # Caching: every output a step makes has a key (the options and inputs it was made
 # from). A step whose output exists with the same key is skipped; an output with
@@ -11,10 +11,36 @@
 # spent, --stop-time-hours included).
 
 TOOLS="$REPO/examples/common/recipe_tools.py"
-export PYTHONWARNINGS=ignore
+
+# parse_options "$@": each --flag VALUE sets the variable OPTS[--flag] names; the other
+# words go to POS, everything after -- to EXTRA; -h/--help calls the recipe's usage
+parse_options() {
+  POS=() EXTRA=()
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --) shift; EXTRA=("$@"); return ;;
+      -h|--help) usage; exit 0 ;;
+      -*)
+        [[ -n "${OPTS[$1]:-}" ]] || { echo "run.sh: unknown option $1 (see --help)" >&2; exit 2; }
+        [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
+        printf -v "${OPTS[$1]}" '%s' "$2"; shift 2 ;;
+      *) POS+=("$1"); shift ;;
+    esac
+  done
+}
+
+# recipe_init: the environment (scripts/setup.sh unless fairseq is on PATH), BIN
+recipe_init() {
+  command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh" >&2
+  export PYTHONWARNINGS=ignore OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+  BIN="$WORK/data-bin"
+}
 
 say() { echo "[$RECIPE] $*" >&2; }
 die() { echo "[$RECIPE] error: $*" >&2; exit 1; }
+
+# prepared: stop unless WORK/data-bin was made with the options WORK/prepared.options records
+prepared() { fresh "$BIN/.done" "$(cat "$WORK/prepared.options" 2>/dev/null)" || die "run prepare first ($BIN)"; }
 
 # need_file PATH WHERE: stop with a message saying where to get PATH
 need_file() { [[ -s "$1" ]] || die "$1 not found or empty: $2"; }
@@ -103,15 +129,19 @@ validate_model() {
   stamp "$dir/valid.json" "$key"
 }
 
-# translate NAME DATA_BIN REF OUT_PREFIX [fairseq-generate args]: OUT_PREFIX.out (fairseq-generate's
-# output) and OUT_PREFIX.hyp (the hypotheses in test order, one for each line of REF)
+# translate LABEL DATA_BIN CKPTS REF OUT_PREFIX [fairseq-generate args]: OUT_PREFIX.out
+# (fairseq-generate's output) and OUT_PREFIX.hyp (the hypotheses in test order, one for
+# each line of REF). CKPTS: checkpoint(s) separated by ':' (an ensemble), each made by
+# a step that left CKPT.key
 translate() {
-  local name="$1" bin="$2" ref="$3" out="$4" dir="$WORK/systems/$1"; shift 4
-  local key; key="$(cat "$dir/model.pt.key") $(key_of "$@")"
+  local label="$1" bin="$2" ckpts="$3" ref="$4" out="$5"; shift 5
+  local key="" ckpt
+  for ckpt in ${ckpts//:/ }; do key+="$(cat "$ckpt.key") "; done
+  key+="$(key_of "$@")"
   fresh "$out.hyp" "$key" && return
-  say "$name: translating ($*)"
-  fairseq-generate "$bin" --user-dir "$REPO/fairseq_luong" --path "$dir/model.pt" "$@" \
-    > "$out.out" 2> "$out.log" || { tail -20 "$out.log" >&2; die "fairseq-generate failed for $name ($out.log)"; }
+  say "$label: translating ($*)"
+  fairseq-generate "$bin" --user-dir "$REPO/fairseq_luong" --path "$ckpts" "$@" \
+    > "$out.out" 2> "$out.log" || { tail -20 "$out.log" >&2; die "fairseq-generate failed for $label ($out.log)"; }
   python "$TOOLS" hyps "$out.out" --ref "$ref" > "$out.hyp"
   stamp "$out.hyp" "$key"
 }

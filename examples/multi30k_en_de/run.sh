@@ -34,30 +34,13 @@ DATA="$REPO/../shared/data/multi30k_en_de" WORK="$REPO/runs/multi30k_en_de"
 MINUTES=10 SYSTEMS="luong_global_general luong_localp luong_base lstm"
 VOCAB=8000 AVERAGE=5 KEEP=10 SAVE_EVERY=200 SEED=1 BEAM=5 LENPEN=1.0
 usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
-ARGS=() EXTRA=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --data-dir) DATA="$2"; shift 2 ;;
-    --work-dir) WORK="$2"; shift 2 ;;
-    --minutes) MINUTES="$2"; shift 2 ;;
-    --systems) SYSTEMS="$2"; shift 2 ;;
-    --vocab) VOCAB="$2"; shift 2 ;;
-    --average) AVERAGE="$2"; shift 2 ;;
-    --save-every) SAVE_EVERY="$2"; shift 2 ;;
-    --seed) SEED="$2"; shift 2 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    -h|--help) usage; exit 0 ;;
-    -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    *) ARGS+=("$1"); shift ;;
-  esac
-done
-set -- "${ARGS[@]+"${ARGS[@]}"}"
-(( KEEP < AVERAGE )) && KEEP=$AVERAGE
-
-command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh" >&2
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
 source "$REPO/examples/common/recipe.sh"
-BIN="$WORK/data-bin"
+declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--minutes]=MINUTES [--systems]=SYSTEMS
+                 [--vocab]=VOCAB [--average]=AVERAGE [--save-every]=SAVE_EVERY [--seed]=SEED)
+parse_options "$@"
+set -- "${POS[@]+"${POS[@]}"}"
+recipe_init
+(( KEEP < AVERAGE )) && KEEP=$AVERAGE
 SIZE=(--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidden-size 256
       --decoder-hidden-size 256 --share-all-embeddings)
 
@@ -118,8 +101,6 @@ prepare() {
   say "prepared in $((SECONDS - t0)) s: $BIN"
 }
 
-prepared() { fresh "$BIN/.done" "$(cat "$WORK/prepared.options" 2>/dev/null)" || die "run prepare first ($BIN)"; }
-
 train() {
   local name="$1"; shift
   prepared
@@ -137,7 +118,7 @@ translate_system() {
   [[ -f "$dir/trained" ]] || die "train $name first (bash $0 train $name)"
   average_last "$name" "$AVERAGE"
   local align=(); has_attention "$name" && align=(--print-alignment)
-  translate "$name" "$BIN" "$DATA/test.de" "$dir/test" --gen-subset test --beam "$BEAM" \
+  translate "$name" "$BIN" "$dir/model.pt" "$DATA/test.de" "$dir/test" --gen-subset test --beam "$BEAM" \
     --lenpen "$LENPEN" --batch-size 128 --post-process sentencepiece "${align[@]}"
 }
 

@@ -34,26 +34,12 @@ URL=https://nlp.stanford.edu/projects/nmt/data/wmt14.en-de
 
 DATA="" WORK="$REPO/runs/wmt14_en_de" RAW_REF="" GOLD="" UPDATES=5 BEAM=12
 usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
-ARGS=() EXTRA=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --data-dir) DATA="$2"; shift 2 ;;
-    --work-dir) WORK="$2"; shift 2 ;;
-    --raw-ref) RAW_REF="$2"; shift 2 ;;
-    --gold-align) GOLD="$2"; shift 2 ;;
-    --updates) UPDATES="$2"; shift 2 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    -h|--help) usage; exit 0 ;;
-    -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    *) ARGS+=("$1"); shift ;;
-  esac
-done
-set -- "${ARGS[@]+"${ARGS[@]}"}"
-
-command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh" >&2
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
 source "$REPO/examples/common/recipe.sh"
-BIN="$WORK/data-bin"
+declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--raw-ref]=RAW_REF [--gold-align]=GOLD
+                 [--updates]=UPDATES)
+parse_options "$@"
+set -- "${POS[@]+"${POS[@]}"}"
+recipe_init
 FILES=(train.en train.de newstest2012.en newstest2012.de newstest2013.en newstest2013.de
        newstest2014.en newstest2014.de newstest2015.en newstest2015.de
        vocab.50K.en vocab.50K.de dict.en-de)
@@ -173,8 +159,6 @@ get them from $URL/ (Luong et al.'s preprocessed WMT'14 data)"
   say "prepared in $((SECONDS - t0)) s: $BIN (test = newstest2014, test1 = newstest2015)"
 }
 
-prepared() { fresh "$BIN/.done" "$(cat "$WORK/prepared.options" 2>/dev/null)" || die "run prepare first ($BIN)"; }
-
 # fp16 when a GPU is there (the CPU has no fp16 training)
 device_flags() {
   DEVICE=()
@@ -205,25 +189,14 @@ translate_row() {
   unk="$(row_field "$row" 3)"
   local gen=(--gen-subset test --beam "$BEAM" --batch-size 32 --max-len-a 1.5 --max-len-b 10)
   mkdir -p "$WORK/rows/$row"
-  # the row translates with its first model's folder for the cache key, all models as --path
-  local path; path="$(IFS=:; echo "${paths[*]}")"
+  local path ref="$SRC_DIR/newstest2014.de"; path="$(IFS=:; echo "${paths[*]}")"  # an ensemble
   if [[ "$unk" != yes ]]; then
-    translate_paths "$row" "$path" "$WORK/rows/$row/test" "${gen[@]}"
+    translate "$row" "$BIN" "$path" "$ref" "$WORK/rows/$row/test" "${gen[@]}"
   fi
   if [[ "$unk" != no ]]; then
-    translate_paths "$row" "$path" "$WORK/rows/$row/test.unk" "${gen[@]}" --replace-unk "$SRC_DIR/dict.en-de"
+    translate "$row" "$BIN" "$path" "$ref" "$WORK/rows/$row/test.unk" "${gen[@]}" \
+      --replace-unk "$SRC_DIR/dict.en-de"
   fi
-}
-
-translate_paths() {
-  local row="$1" path="$2" out="$3"; shift 3
-  local key; key="$(for p in ${path//:/ }; do cat "$p.key"; done) $(key_of "$@")"
-  fresh "$out.hyp" "$key" && return
-  say "$row: translating newstest2014 ($*)"
-  fairseq-generate "$BIN" --user-dir "$REPO/fairseq_luong" --path "$path" "$@" \
-    > "$out.out" 2> "$out.log" || { tail -20 "$out.log" >&2; die "fairseq-generate failed for $row ($out.log)"; }
-  python "$TOOLS" hyps "$out.out" --ref "$SRC_DIR/newstest2014.de" > "$out.hyp"
-  stamp "$out.hyp" "$key"
 }
 
 raw_reference() {
