@@ -32,15 +32,25 @@ def log_fields(line):
     """(tag, {key: value}) of a fairseq ``--log-format simple`` stats line, or (None, {}).
 
     ``... | INFO | valid | epoch 003 | valid on 'valid' subset | loss 4.1 | ppl 9.7 | num_updates 900``
+    ``... | INFO | train_inner | epoch 004:    175 / 275 loss=6.177, ppl=33.81, ..., wall=475``
+    (train_inner lines also get ``step`` and ``steps``: 175 and 275 here)
     """
     parts = [p.strip() for p in line.rstrip("\n").split(" | ")]
     if len(parts) < 4 or parts[1] != "INFO" or parts[2] not in ("train", "valid", "train_inner"):
         return None, {}
     fields = {}
+    if parts[2] == "train_inner":
+        head, _, rest = " | ".join(parts[3:]).partition(":")  # "epoch 004", "  175 / 275 loss=..."
+        words = rest.split(None, 3)
+        if not head.startswith("epoch ") or len(words) < 4 or words[1] != "/":
+            return None, {}
+        fields = {"epoch": head.split()[1], "step": words[0], "steps": words[2]}
+        for item in words[3].split(", "):
+            key, _, value = item.partition("=")
+            fields[key.strip()] = value.strip()
+        return parts[2], fields
     for part in parts[3:]:
         key, _, value = part.partition(" ")
-        if key == "epoch":
-            value = value.rstrip(":").split(":")[0]
         fields[key] = value.strip()
     return parts[2], fields
 
@@ -74,9 +84,8 @@ def cmd_progress(args):
             minutes = float(f.get("wall", 0)) / 60
             msg = (f"epoch {int(f['epoch'])} done: {f.get('num_updates', '?')} updates, "
                    f"train ppl {f['ppl']}, {minutes:.1f} min")
-        elif "Stopping training due to" in line:
-            msg = line.split("Stopping training due to", 1)[1].strip().split(" > ")[0].strip() + \
-                " reached: stopping"
+        elif "Stopping training due to" in line:  # "... due to num_updates: 5 >= max_update: 5"
+            msg = "stopping: " + line.split("Stopping training due to", 1)[1].strip().replace(":", "")
         elif "Traceback" in line or line.startswith(("RuntimeError", "ValueError")):
             msg = line.strip()
         if msg:
@@ -179,8 +188,7 @@ def cmd_time_epoch(args):
             tag, fields = log_fields(line)
             if tag == "train_inner" and "wall" in fields:
                 walls.append(float(fields["wall"]))
-                step = line.split(" | ")[3].split(":", 1)[1].split()  # epoch 001:  2 / 79 loss ...
-                batches = int(step[2])
+                batches = int(fields["steps"])
     if len(walls) < 2:
         raise SystemExit(f"error: {args.log}: fewer than 2 updates logged (--log-interval 1)")
     per_update = (walls[-1] - walls[0]) / (len(walls) - 1)
