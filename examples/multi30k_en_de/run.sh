@@ -17,7 +17,7 @@
 #   --systems "A B"   systems for `all` and `table` (default: luong_global_general luong_localp
 #                     luong_base lstm); also known: rnnsearch
 #   --vocab N         joint SentencePiece vocabulary (default: 8000)
-#   --average N       average the last N checkpoints (saved every --save-every updates; default 5)
+#   --average N       average the last N checkpoints (saved every --save-every updates; default 2)
 #   --save-every N    save (and validate) every N updates (default: 200; the last 10 are kept)
 #   --seed N          (default: 1)
 #   -- ARGS           after `train NAME`: extra fairseq-train options for that system
@@ -32,7 +32,7 @@ RECIPE=multi30k
 
 DATA="$REPO/../shared/data/multi30k_en_de" WORK="$REPO/runs/multi30k_en_de"
 MINUTES=10 SYSTEMS="luong_global_general luong_localp luong_base lstm"
-VOCAB=8000 AVERAGE=5 KEEP=10 SAVE_EVERY=200 SEED=1 BEAM=5 LENPEN=1.0
+VOCAB=8000 AVERAGE=2 KEEP=10 SAVE_EVERY=200 SEED=1 BEAM=5 LENPEN=1.0
 usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 source "$REPO/examples/common/recipe.sh"
 declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--minutes]=MINUTES [--systems]=SYSTEMS
