@@ -58,15 +58,18 @@ def log_fields(line):
 def read_curve(lines):
     """[(updates, wall_s, epoch, valid_loss, valid_ppl)] for each validation in a log.
 
-    fairseq's valid lines carry no wall clock: each takes the last one a train
-    line reported (within ``--log-interval`` updates of the validation)."""
-    curve, wall = [], 0.0
+    fairseq's valid lines carry no wall clock: it is extrapolated from the last two
+    train lines (every ``--log-interval`` updates) at their rate of updates."""
+    curve, points = [], [(0, 0.0)]
     for line in lines:
         tag, f = log_fields(line)
-        if tag in ("train", "train_inner") and "wall" in f:
-            wall = float(f["wall"])
+        if tag in ("train", "train_inner") and "wall" in f and "num_updates" in f:
+            points = (points + [(int(f["num_updates"]), float(f["wall"]))])[-2:]
         elif tag == "valid" and "ppl" in f:
-            curve.append((int(f.get("num_updates", 0)), wall, int(f.get("epoch", 0)),
+            updates = int(f.get("num_updates", 0))
+            (u0, w0), (u1, w1) = points[0], points[-1]
+            rate = (w1 - w0) / (u1 - u0) if u1 > u0 else 0.0
+            curve.append((updates, round(w1 + (updates - u1) * rate, 1), int(f.get("epoch", 0)),
                           float(f["loss"]), float(f["ppl"])))
     return curve
 
