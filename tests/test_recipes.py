@@ -75,6 +75,9 @@ def test_multi30k_prepare_train_eval(multi30k):
     bleu = json.loads((sysdir / "bleu.json").read_text())
     assert bleu["name"] == "BLEU" and "tok:13a" in bleu["signature"]  # raw reference, 13a
     assert json.loads((sysdir / "valid.json").read_text())["ppl"] > 1
+    curve = [line.split("\t") for line in (sysdir / "curve.tsv").read_text().splitlines()[1:]]
+    assert [int(row[0]) for row in curve] == [2, 4]  # validated every 2 updates
+    assert all(float(row[4]) > 1 for row in curve)
     table = recipe("multi30k_en_de", *opts, "--systems", "luong_localp lstm", "table").stdout
     row = next(line for line in table.splitlines() if line.startswith("| luong_localp |"))
     assert row.split("|")[2].strip() == "4"  # updates
