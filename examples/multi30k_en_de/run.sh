@@ -81,7 +81,8 @@ prepare() {
   same_or_refuse "$WORK/prepared.options" "$key" "$WORK (prepared data)"
   fresh "$BIN/.done" "$key" && return
   local t0=$SECONDS
-  python "$REPO/scripts/check_parallel.py" "$DATA/train" "$DATA/valid" "$DATA/test" -s en -t de >&2
+  python "$REPO/scripts/check_parallel.py" --trainpref "$DATA/train" --validpref "$DATA/valid" \
+    --testpref "$DATA/test" -s en -t de >&2
   mkdir -p "$WORK/spm"
   say "SentencePiece: one joint unigram model of $VOCAB pieces"
   python "$REPO/examples/common/spm_tool.py" train --input "$DATA/train.en,$DATA/train.de" \
