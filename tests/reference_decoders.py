@@ -36,7 +36,7 @@ def score_reference(score, q, mem, positions):
         stacked = torch.cat([q.expand(mem.size(0), -1), mem], 1)  # N x (H + C)
         return torch.tanh(stacked @ W_a.t()) @ score.v_a.weight[0]
     if isinstance(score, LocationScore):
-        by_position = score.W_a.weight @ q + score.W_a.bias  # W_a h_t: max_len
+        by_position = score.W_a.weight @ q  # W_a h_t: max_len (eq. 8 has no bias)
         out = torch.full((len(positions),), float("-inf"), dtype=q.dtype)
         inside = positions < score.max_len
         out[inside] = by_position[positions[inside]]

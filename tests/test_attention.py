@@ -18,6 +18,7 @@ from fairseq_luong.modules.luong_attention import (
     LocalPAttention,
     SourceMemory,
     build_attention,
+    masked_softmax,
     predictive_alignment,
 )
 
@@ -85,7 +86,8 @@ def test_location_score_equation_and_truncation():
     q = torch.randn(B, T, H)
     positions = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3], [0, 1, 2, 0, 0, 0]]).unsqueeze(1)
     got = score(q, None, positions)
-    full = q @ score.W_a.weight.t() + score.W_a.bias  # W_a h_t: B x T x 4
+    assert score.W_a.bias is None  # eq. 8: a_t = softmax(W_a h_t), no bias
+    full = q @ score.W_a.weight.t()  # W_a h_t: B x T x 4
     for b in range(B):
         for j in range(6):
             p = positions[b, 0, j].item()
@@ -129,12 +131,26 @@ def test_global_padding_gets_zero_weight_either_side(name):
         assert torch.allclose(ctx_l[b], ctx_r[b], atol=1e-6)
 
 
-def test_masked_softmax_in_half_precision_stays_finite():
-    att = GlobalAttention(DotScore(H, H))
-    mem = memory_from(torch.randn(B, S, H), [7, 4, 1], True)
-    mem = SourceMemory(*(t.bfloat16() if t is not None and t.is_floating_point() else t for t in mem))
-    ctx, w = att(torch.randn(B, T, H).bfloat16(), mem, 0, True)
-    assert torch.isfinite(ctx.float()).all() and torch.isfinite(w.float()).all()
+def test_masked_softmax_in_float16_is_computed_in_float32():
+    """masked_softmax upcasts to float32, as fairseq's AttentionLayer. Under fp16 training
+    with loss scaling the gradients reaching the scores are of order 1e4, and here
+    g_0 - sum_s g_s p_s = 60000 + 59960 is past float16's range (65504): torch's float16
+    softmax backward returns (40.25, -49.41) where the true gradient is (40.22, -40.22).
+    Through float32 the output and the gradient are the float32 values rounded once to
+    float16. (On the CPU the float16 forward kernel accumulates in float32 itself, so
+    no forward value overflows; the backward is where the upcast shows.)"""
+    scores = torch.tensor([[0.0, 8.0, 3.0]], dtype=torch.float16, requires_grad=True)
+    mask = torch.tensor([[False, False, True]])
+    upstream = torch.tensor([[60000.0, -60000.0, 0.0]], dtype=torch.float16)
+    probs = masked_softmax(scores, mask)
+    (grad,) = torch.autograd.grad(probs, scores, upstream)
+    wide = scores.detach().float().requires_grad_(True)
+    want = wide.masked_fill(mask, float("-inf")).softmax(-1)
+    (want_grad,) = torch.autograd.grad(want, wide, upstream.float())
+    assert probs.dtype == grad.dtype == torch.float16
+    assert torch.equal(probs, want.half()) and probs[0, 2] == 0
+    assert torch.equal(grad, want_grad.half()), (grad, want_grad)
+    assert torch.isfinite(grad).all()
 
 
 def test_attentional_hidden_equation():
@@ -147,19 +163,21 @@ def test_attentional_hidden_equation():
 # ------------------------------------------------ local attention by hand
 
 SCORES = [0.5, -1.0, 2.0, 0.25, 1.5]  # dot scores of the 5 memory slots (4 words + EOS)
+LONG_SCORES = [0.5, -1.0, 2.0, 0.25, 1.5, -0.5, 1.0, 0.75, -2.0]  # 8 words + EOS
 
 
-def hand_memory(left_pad, extra=0):
-    """One 5-token sentence whose dot score with q = e_0 is SCORES[s]; ``extra`` padding."""
-    values = torch.zeros(1, 5 + extra, 2, dtype=torch.double)
-    for s, sc in enumerate(SCORES):
+def hand_memory(left_pad, extra=0, scores=SCORES):
+    """One sentence whose dot score with q = e_0 is scores[s]; ``extra`` padding."""
+    n = len(scores)
+    values = torch.zeros(1, n + extra, 2, dtype=torch.double)
+    for s, sc in enumerate(scores):
         values[0, s] = torch.tensor([sc, 1.0])
-    return memory_from(values, [5], left_pad)
+    return memory_from(values, [n], left_pad)
 
 
-def softmax_over(slots):
-    z = sum(math.exp(SCORES[s]) for s in slots)
-    return {s: math.exp(SCORES[s]) / z for s in slots}
+def softmax_over(slots, scores=SCORES):
+    z = sum(math.exp(scores[s]) for s in slots)
+    return {s: math.exp(scores[s]) / z for s in slots}
 
 
 def local(mode, window=1):
@@ -194,9 +212,9 @@ def test_local_m_step_offset_matches_incremental_index():
     assert torch.equal(w_all[:, 2:], w_last)
 
 
-def _localp_with_position(p_target, S=5):
+def _localp_with_position(p_target, S, window):
     """LocalPAttention whose eq. 9 gives p_t = p_target for q = e_0 (W_p = I)."""
-    att = local("p")
+    att = local("p", window)
     with torch.no_grad():
         att.W_p.weight.copy_(torch.eye(2, dtype=torch.double))
         a = math.log((p_target / S) / (1 - p_target / S)) / math.tanh(1.0)
@@ -204,22 +222,25 @@ def _localp_with_position(p_target, S=5):
     return att
 
 
-@pytest.mark.parametrize("p_target", [2.5, 0.2, 4.7])
+@pytest.mark.parametrize("window", [1, 2, 3])
+@pytest.mark.parametrize("p_target", [4.5, 0.2, 8.7, 6.3])
 @pytest.mark.parametrize("left_pad,extra", [(True, 2), (False, 2)])
-def test_local_p_weights_equal_eq10_by_hand(p_target, left_pad, extra):
-    att = _localp_with_position(p_target)
-    mem = hand_memory(left_pad, extra)
+def test_local_p_weights_equal_eq10_by_hand(window, p_target, left_pad, extra):
+    """Several D, so that sigma = D / 2 is told apart from 1 / (2D) (equal at D = 1)."""
+    S = len(LONG_SCORES)
+    att = _localp_with_position(p_target, S, window)
+    mem = hand_memory(left_pad, extra, LONG_SCORES)
     q = torch.tensor([[[1.0, 0.0]]], dtype=torch.double)
     p_t = predictive_alignment(q, att.W_p, att.v_p, mem.length)
     assert p_t.item() == pytest.approx(p_target, abs=1e-9)
     _, w = att(q, mem, 0, True)
     centre = math.floor(p_target)
-    slots = [s for s in (centre - 1, centre, centre + 1) if 0 <= s <= 4]
-    soft = softmax_over(slots)
-    sigma = 0.5  # D / 2
+    slots = [s for s in range(centre - window, centre + window + 1) if 0 <= s < S]
+    soft = softmax_over(slots, LONG_SCORES)
+    sigma = window / 2
     want = {s: soft[s] * math.exp(-((s - p_target) ** 2) / (2 * sigma**2)) for s in slots}
     off = extra if left_pad else 0
-    for s in range(5):
+    for s in range(S):
         assert w[0, 0, off + s].item() == pytest.approx(want.get(s, 0.0), abs=1e-9)
     assert w[0, 0].sum().item() == pytest.approx(sum(want.values()), abs=1e-9)
     assert w[0, 0].sum().item() < 1.0  # eq. 10 is not renormalised

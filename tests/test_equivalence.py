@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from fairseq_luong.modules.luong_encoder import source_order
 from fairseq_luong.modules.row_schedule import RowSchedule, right_padded_lengths
 from tests.helpers import LUONG_ARCHS, build_model, collate, random_batch
+from tests.reference_decoders import luong_context
 
 SIZES = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8",
          "--decoder-embed-dim", "8", "--decoder-hidden-size", "8", "--location-max-len", "9",
@@ -160,47 +161,58 @@ def test_source_order_by_hand():
 
 @pytest.mark.parametrize("arch", ["luong_global_general", "luong_global_dot", "luong_localm", "luong_localp"])
 @pytest.mark.parametrize("left_pad", [True, False])
-def test_reverse_source_alignments_refer_to_original_positions(arch, left_pad):
-    """A model with --reverse-source on x must equal the same weights without reversal on
-    x reversed by hand; its attention over x's position p is the plain model's attention over
-    the mirrored position (EOS stays last). Local windows move with the original order, so
-    only global attention is compared position-for-position against the hand reversal."""
+def test_reverse_source_alignments_refer_to_original_positions(arch, left_pad, monkeypatch):
+    """With --reverse-source the attention at every step is the reference's (eq. 7-10,
+    ``luong_context``) over a memory built independently, in the ORIGINAL word order: the
+    same weights without reversal run on the words reversed by hand, their outputs mirrored
+    back (EOS stays last). Local windows and local-p's p_t (eq. 9) thus count original
+    positions: a p_t counted in the reversed order gives other weights (local-p's v_p is
+    scaled up so that p_t lies far from the middle, where a mirrored p_t would coincide).
+    Global attention also gives the plain model's logits on the hand-reversed words."""
     rev, task = tiny(arch, "--reverse-source")
+    if arch == "luong_localp":
+        with torch.no_grad():
+            rev.decoder.attention.v_p.weight.mul_(40.0)
     plain, _ = tiny(arch)
     plain.load_state_dict(rev.state_dict())
     src_d, tgt_d = task.source_dictionary, task.target_dictionary
-    words = [torch.tensor([5, 6, 7, 8, 9]), torch.tensor([10, 11])]
+    words = [torch.tensor([5, 6, 7, 8, 9, 10, 11]), torch.tensor([10, 11, 12])]
     eos = torch.tensor([src_d.eos()])
-    tgts = [torch.tensor([7, 8, 9, 2]), torch.tensor([5, 6, 2])]
-    originals = [torch.cat([w, eos]) for w in words]
-    reversed_by_hand = [torch.cat([w.flip(0), eos]) for w in words]
-    logits_r, attn_r = full_forward(rev, collate(originals, tgts, src_d, tgt_d, left_pad))
+    tgts = [torch.tensor([7, 8, 9, 10, 11, 2]), torch.tensor([5, 6, 7, 8, 2])]
+    queries = []  # (query: bsz x 1 x H, step) of every call, in the batch's row order
+    attention = rev.decoder.attention
+    forward = attention.forward
+
+    def spy(query, memory, step0, need_weights):
+        queries.append((query, step0))
+        return forward(query, memory, step0, need_weights)
+
+    monkeypatch.setattr(attention, "forward", spy)
+    batch = collate([torch.cat([w, eos]) for w in words], tgts, src_d, tgt_d, left_pad)
+    logits_r, attn_r = full_forward(rev, batch)
+    by_hand = collate([torch.cat([w.flip(0), eos]) for w in words], tgts, src_d, tgt_d, left_pad)
+    with torch.no_grad():
+        memory_by_hand = plain.encoder(by_hand["src_tokens"], by_hand["src_lengths"])["encoder_out"]
+    S = attn_r.size(2)
+    assert len(queries) == attn_r.size(1)  # input feeding: one call per step
+    for b, w in enumerate(words):
+        n = len(w) + 1
+        off = S - n if left_pad else 0
+        mirror = [off + (n - 2 - j if j < n - 1 else j) for j in range(n)]
+        memory = memory_by_hand[b, mirror]  # n x C, original order
+        for query, t in queries:
+            _, want = luong_context(attention, query[b, 0], t, memory)
+            assert torch.allclose(attn_r[b, t, off:off + n], want, atol=1e-6), (b, t)
+        assert (attn_r[b, :, :off] == 0).all() and (attn_r[b, :, off + n:] == 0).all()
     if arch.startswith("luong_global"):
-        logits_p, attn_p = full_forward(plain, collate(reversed_by_hand, tgts, src_d, tgt_d, left_pad))
+        logits_p, _ = full_forward(plain, by_hand)
         assert torch.allclose(logits_r, logits_p, atol=1e-5)
-        S = attn_r.size(2)
-        for b, w in enumerate(words):
-            n = len(w) + 1
-            off = S - n if left_pad else 0
-            mirror = [off + (n - 2 - j if j < n - 1 else j) for j in range(n)]
-            assert torch.allclose(attn_r[b, :, off:off + n], attn_p[b, :, mirror], atol=1e-6)
-    else:
-        # local windows count positions in the original order: the window of local-m at
-        # step t covers original positions t-2..t+2 whatever the reversal
-        for b, w in enumerate(words):
-            n = len(w) + 1
-            S = attn_r.size(2)
-            off = S - n if left_pad else 0
-            if arch == "luong_localm":
-                for t in range(attn_r.size(1)):
-                    nz = (attn_r[b, t] > 0).nonzero().flatten().tolist()
-                    p = min(t, n - 1)
-                    assert nz == [off + s for s in range(max(0, p - 2), min(n - 1, p + 2) + 1)]
-            assert (attn_r[b, :, :off] == 0).all() and (attn_r[b, :, off + n:] == 0).all()
 
 
 ARCH_CLAIMS = {
-    "luong_base": dict(no_attention=True, no_input_feed=True),
+    "luong_base": dict(no_attention=True, no_input_feed=True, dropout=0.0, reverse_source=False,
+                       init_uniform=0.1),
+    "luong_lstm": dict(dropout=0.2, encoder_memory_dropout=0.0, init_uniform=0.1, reverse_source=False),
     "luong_global_dot": dict(attention_type="global", attention_score="dot"),
     "luong_global_general": dict(attention_type="global", attention_score="general"),
     "luong_global_concat": dict(attention_type="global", attention_score="concat"),
@@ -238,6 +250,38 @@ def test_each_named_arch_sets_what_it_claims(arch):
         [dict_dir(), "--user-dir", USER_DIR, "--task", "translation", "--arch", arch, "--dropout", "0.3"],
     )
     assert args.dropout == 0.3
+
+
+@pytest.mark.parametrize("memory_dropout", [None, "0.5"])
+def test_encoder_memory_is_dropped_out_only_when_asked(memory_dropout):
+    """The paper drops out embeddings, the outputs between layers and h~_t (section 4.1),
+    not the attention memory h̄_s: in training mode with --dropout 0.5 the encoder's top
+    outputs keep every value; --encoder-memory-dropout 0.5 zeroes about half of them."""
+    extra = [] if memory_dropout is None else ["--encoder-memory-dropout", memory_dropout]
+    model, task = tiny("luong_global_general", "--dropout", "0.5", *extra)
+    model.train()
+    batch = random_batch(task, srclens=(9, 5, 2))
+    out = model.encoder(batch["src_tokens"], batch["src_lengths"])
+    real = out["encoder_out"].masked_select(~out["encoder_padding_mask"].unsqueeze(-1))
+    zeros = (real == 0).float().mean().item()
+    if memory_dropout is None:
+        assert zeros == 0.0
+    else:
+        assert 0.3 < zeros < 0.7
+
+
+@pytest.mark.parametrize("arch", LUONG_ARCHS)
+def test_every_luong_arch_initialises_uniformly_by_default(arch):
+    """Section 4.1: every parameter ~ U[-0.1, 0.1] (padding rows of the embeddings zero);
+    --init-uniform 0 keeps PyTorch's (embeddings N(0, 1/d): values past 0.1)."""
+    model, _ = tiny(arch)
+    for name, p in model.named_parameters():
+        assert p.abs().max() <= 0.1, name
+        if p.numel() >= 64:
+            assert p.abs().max() > 0.08, name
+    assert (model.encoder.embed_tokens.weight[model.encoder.padding_idx] == 0).all()
+    pytorch, _ = tiny(arch, "--init-uniform", "0")
+    assert pytorch.encoder.embed_tokens.weight.abs().max() > 0.2
 
 
 def test_paper_size_model_builds_with_paper_shapes():

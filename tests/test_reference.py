@@ -108,7 +108,7 @@ def test_training_mode_with_seeded_dropout_equals_reference(arch, extra):
         a = fast(model, batch)
         torch.manual_seed(12)
         b = fast(model, batch)
-    assert max_error(a, b) > 1e-2
+    assert max_error(a, b) > 1e-4  # far above the 1e-9 agreement
 
 
 def test_inference_follows_parameter_updates():
@@ -123,5 +123,5 @@ def test_inference_follows_parameter_updates():
         after = fast(model, batch)
     with torch.enable_grad():
         fresh = fast(model, batch)
-    assert (after - before).abs().max() > 1e-3
-    assert torch.allclose(after, fresh.detach(), atol=1e-6)
+    assert (after - before).abs().max() > 1e-5  # logits are of order 0.1 at U[-0.1, 0.1]
+    assert torch.allclose(after, fresh.detach(), atol=1e-10)

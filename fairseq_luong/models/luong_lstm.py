@@ -46,6 +46,13 @@ class LuongLSTMConfig(FairseqDataclass):
             "softmax layer (Zaremba et al. 2015; Luong et al. 2015 section 4.1)"
         },
     )
+    encoder_memory_dropout: float = field(
+        default=0.0,
+        metadata={
+            "help": "dropout on the encoder's top-layer outputs, i.e. on the attention "
+            "memory h̄_s (not in the paper nor the authors' code; fairseq's lstm does it)"
+        },
+    )
     attention_type: ATTENTION_TYPE_CHOICES = field(
         default="global", metadata={"help": "global (3.1), local_m or local_p (3.2)"}
     )
@@ -72,8 +79,11 @@ class LuongLSTMConfig(FairseqDataclass):
         default=False, metadata={"help": "reverse each source sentence's words inside the model"}
     )
     init_uniform: float = field(
-        default=0.0,
-        metadata={"help": "initialise every parameter ~ U[-a, a] (paper: 0.1); 0 keeps PyTorch's"},
+        default=0.1,
+        metadata={
+            "help": "initialise every parameter ~ U[-a, a] (Luong et al. 2015, section 4.1: "
+            "0.1); 0 keeps PyTorch's"
+        },
     )
     share_decoder_input_output_embed: bool = field(
         default=False, metadata={"help": "tie W_s to the decoder input embeddings"}
@@ -116,6 +126,7 @@ class LuongLSTMModel(FairseqEncoderDecoderModel):
             hidden_size=cfg.encoder_hidden_size,
             num_layers=cfg.encoder_layers,
             dropout=cfg.dropout,
+            memory_dropout=cfg.encoder_memory_dropout,
             bidirectional=cfg.encoder_bidirectional,
             reverse_source=cfg.reverse_source,
             max_source_positions=cfg.max_source_positions,
@@ -175,9 +186,12 @@ def luong_tiny(args):
 
 @register_model_architecture("luong_lstm", "luong_base")
 def luong_base(args):
-    """Table 1 "Base": no attention (and so nothing to feed)."""
+    """Table 1 "Base": no attention (and so nothing to feed), no dropout, source not
+    reversed (the rows below it add reversal, dropout, attention, ...). The family's
+    size (the paper's is 4 x 1000)."""
     args.no_attention = getattr(args, "no_attention", True)
     args.no_input_feed = getattr(args, "no_input_feed", True)
+    args.dropout = getattr(args, "dropout", 0.0)
     luong_lstm(args)
 
 
@@ -223,7 +237,7 @@ def luong_localp(args):
 
 def _paper_size(args):
     """Section 4.1: 4 layers x 1000 cells, 1000-dim embeddings, dropout 0.2,
-    reversed source, uniform [-0.1, 0.1] initialisation."""
+    reversed source (the uniform [-0.1, 0.1] initialisation is every arch's default)."""
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 1000)
     args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 1000)
     args.encoder_layers = getattr(args, "encoder_layers", 4)
@@ -232,7 +246,6 @@ def _paper_size(args):
     args.decoder_layers = getattr(args, "decoder_layers", 4)
     args.dropout = getattr(args, "dropout", 0.2)
     args.reverse_source = getattr(args, "reverse_source", True)
-    args.init_uniform = getattr(args, "init_uniform", 0.1)
 
 
 @register_model_architecture("luong_lstm", "luong_global_general_wmt_en_de")

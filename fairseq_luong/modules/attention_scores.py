@@ -130,7 +130,8 @@ class ConcatScore(AttentionScore):
 class LocationScore(AttentionScore):
     """a_t = softmax(W_a h_t) (Luong et al. 2015, eq. 8, "location", footnote 6).
 
-    W_a h_t gives one score per sentence position 0 .. max_len - 1 (positions
+    W_a h_t gives one score per sentence position 0 .. max_len - 1 (no bias, as in
+    eq. 8; positions
     count real tokens from the sentence start, whatever the padding side).
     Footnote 6: for a shorter sentence only its first positions are used.
     Positions at or past ``max_len`` have no score: they get -inf and so
@@ -145,7 +146,7 @@ class LocationScore(AttentionScore):
     def __init__(self, query_dim: int, max_len: int):
         super().__init__()
         self.max_len = max_len
-        self.W_a = Linear(query_dim, max_len, bias=True)
+        self.W_a = Linear(query_dim, max_len, bias=False)
 
     def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
         by_position = self.W_a(query)  # bsz x tgtlen x max_len

@@ -52,7 +52,12 @@ def source_order(
 
 
 class LuongEncoder(FairseqEncoder):
-    """Embeddings -> dropout -> stacked (optionally bidirectional) LSTM.
+    """Embeddings -> dropout -> stacked (optionally bidirectional) LSTM, dropout between
+    layers (Luong et al. 2015, section 4.1; Zaremba et al. 2015).
+
+    The top layer's outputs, the attention memory h̄_s, are not dropped out (neither the
+    paper nor the authors' code does); ``memory_dropout`` > 0 drops them as fairseq's
+    ``lstm`` does.
 
     ``encoder_out`` is a dict of batch-first tensors (all reordered by
     ``reorder_encoder_out``):
@@ -72,6 +77,7 @@ class LuongEncoder(FairseqEncoder):
         hidden_size: int,
         num_layers: int,
         dropout: float,
+        memory_dropout: float,
         bidirectional: bool,
         reverse_source: bool,
         max_source_positions: int,
@@ -85,7 +91,7 @@ class LuongEncoder(FairseqEncoder):
         self.reverse_source = reverse_source
         self.max_source_positions = max_source_positions
         self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_memory = FairseqDropout(memory_dropout, module_name=self.__class__.__name__)
         # dropout between stacked layers (Zaremba et al. 2015)
         self.lstm = LSTM(
             embed_tokens.embedding_dim,
@@ -116,7 +122,7 @@ class LuongEncoder(FairseqEncoder):
             1, order, torch.arange(srclen, device=order.device).expand(bsz, -1)
         )
         out = out.gather(1, inverse.unsqueeze(2).expand(-1, -1, out.size(2)))
-        out = self.dropout_out(out)
+        out = self.dropout_memory(out)  # p = 0 by default: the paper's placement
         if self.bidirectional:
             h_n, c_n = self._combine_directions(h_n), self._combine_directions(c_n)
         return {

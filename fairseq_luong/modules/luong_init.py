@@ -1,10 +1,10 @@
 """Module factories with fairseq's initialisation idiom (cf. ``fairseq/models/lstm.py``).
 
-By default parameters keep PyTorch's initialisation, except embeddings
-(N(0, d^-1/2), padding row zero, as fairseq's Transformer). Luong et al.
-(2015, section 4.1) initialise *every* parameter uniformly in [-0.1, 0.1]:
-``init_uniform_`` does that for a whole model (``--init-uniform 0.1``, on in
-the paper-size architectures).
+The factories keep PyTorch's initialisation, except embeddings (N(0, d^-1/2),
+padding row zero, as fairseq's Transformer). Luong et al. (2015, section 4.1)
+initialise *every* parameter uniformly in [-0.1, 0.1]: ``init_uniform_`` does that
+for a whole model, by default for every Luong architecture (``--init-uniform 0.1``;
+0 keeps the factories' initialisation).
 """
 import torch.nn as nn
 

@@ -1,0 +1,94 @@
+"""PNG figures for Luong et al. (2015)'s analyses, with matplotlib's Agg backend (no
+display needed): learning curves (Fig. 5), BLEU by sentence length (Fig. 6) and
+attention heat maps (Fig. 7)."""
+import os
+from typing import List, Optional, Sequence, Tuple
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.patches as patches  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _save(fig, path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_curves(series: Sequence[Tuple[str, List[float], List[float]]], path: str, xlabel: str,
+                ylabel: str, title: str = "", log_y: bool = False,
+                extra: Sequence[Tuple[str, List[float], List[float]]] = (), extra_ylabel: str = "") -> str:
+    """One line per (name, xs, ys); ``extra`` series (e.g. training loss) on a second panel."""
+    panels = 2 if extra else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.5), squeeze=False)
+    for ax, lines, label in ((axes[0][0], series, ylabel), (axes[0][-1], extra, extra_ylabel)):
+        if ax is axes[0][-1] and not extra:
+            break
+        for name, xs, ys in lines:
+            ax.plot(xs, ys, marker="o" if len(xs) <= 30 else None, markersize=3, label=name)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(label)
+        if log_y and ax is axes[0][0]:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_bleu_by_length(bucket_labels: List[str], systems: Sequence[Tuple[str, List[Optional[float]]]],
+                        path: str, title: str = "") -> str:
+    """BLEU per source-length bucket, one line per system (Fig. 6)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = list(range(len(bucket_labels)))
+    for name, scores in systems:
+        points = [(x, s) for x, s in zip(xs, scores) if s is not None]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(bucket_labels)
+    ax.set_xlabel("source sentence length (words)")
+    ax.set_ylabel("BLEU")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return _save(fig, path)
+
+
+def plot_attention(weights, source: List[str], target: List[str], path: str, title: str = "",
+                   windows: Optional[List[Tuple[int, int]]] = None,
+                   centres: Optional[List[float]] = None, gold: Optional[set] = None) -> str:
+    """A heat map of ``weights`` (len(target) x len(source), rows = target words).
+
+    ``windows``: per target row the first and last source position of a local window,
+    drawn as an outline; ``centres``: per row p_t, drawn as a dot; ``gold``: (source,
+    target) links drawn as crosses (Fig. 7's gold alignment panel).
+    """
+    rows, cols = len(target), len(source)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * cols + 2), max(3.0, 0.4 * rows + 1.5)))
+    image = ax.imshow(weights, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(cols))
+    ax.set_xticklabels(source, rotation=90)
+    ax.set_yticks(range(rows))
+    ax.set_yticklabels(target)
+    ax.xaxis.tick_top()
+    for t, window in enumerate(windows or []):
+        if window is None:
+            continue
+        first, last = window
+        ax.add_patch(patches.Rectangle((first - 0.5, t - 0.5), last - first + 1, 1.0, fill=False,
+                                       edgecolor="tab:red", linewidth=1.2))
+    if centres:
+        ax.plot(centres, range(len(centres)), "o", color="tab:blue", markersize=3, label="p_t")
+        ax.legend(loc="lower right", fontsize="small")
+    for s, t in sorted(gold or ()):
+        ax.plot(s, t, "x", color="tab:orange", markersize=6)
+    fig.colorbar(image, ax=ax, fraction=0.04)
+    if title:
+        ax.set_xlabel(title)
+    return _save(fig, path)
