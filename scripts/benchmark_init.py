@@ -20,14 +20,13 @@ as fairseq's criterion, tested in tests/test_fused_criterion.py and tests/test_c
 which only makes them faster. Writes the learning curves to --png.
 
 Usage: python scripts/benchmark_init.py [--epochs 3] [--systems lstm luong_global_general ...]
-       [--work DIR] [--png curves.png]
+       [--work DIR] [--png curves.png] [--reuse-logs]
 About 7 minutes per system and 3 epochs on 2 CPU cores at 2 x 256: a benchmark, not a test.
 """
 import argparse
 import os
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmark_speed import DEFAULT_DATA, REPO, prepare_data  # noqa: E402
@@ -63,12 +62,19 @@ def train(bin_dir, name, args, log_path):
            "--user-dir", os.path.join(REPO, "fairseq_luong"), *train_flags(name, args.layers, args.hidden),
            "--max-epoch", str(args.epochs), "--save-dir", os.path.join(args.work, "ckpt_" + name)]
     print(f"[{name}] training {args.epochs} epochs, log {log_path}", file=sys.stderr, flush=True)
-    start = time.time()
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         raise SystemExit(f"error: fairseq-train failed for {name}: see {log_path}")
-    return time.time() - start
+
+
+def complete(log_path, epochs):
+    if not os.path.exists(log_path):
+        return False
+    try:
+        return len(read_training_log(log_path).valid.get("valid", [])) == epochs
+    except ValueError:
+        return False
 
 
 def main(argv=None):
@@ -81,15 +87,21 @@ def main(argv=None):
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
     parser.add_argument("--png", default=None, help="learning curves PNG (default: WORK/init_curves.png)")
+    parser.add_argument("--reuse-logs", action="store_true",
+                        help="a system whose log in WORK already holds all epochs is not trained again "
+                        "(so that systems can be trained in separate runs)")
     args = parser.parse_args(argv)
     if "lstm" not in args.systems:
         args.systems = ["lstm"] + args.systems  # the reference every ratio is to
     bin_dir = prepare_data(args.data, args.work)
     logs, minutes = {}, {}
     for name in args.systems:
-        log_path = os.path.join(args.work, f"train_{name}_{args.layers}x{args.hidden}.log")
-        minutes[name] = train(bin_dir, name, args, log_path) / 60
-        logs[name] = read_training_log(log_path).valid.get("valid", [])
+        log_path = os.path.join(args.work, f"train_{name}_{args.layers}x{args.hidden}_{args.epochs}ep.log")
+        if not (args.reuse_logs and complete(log_path, args.epochs)):
+            train(bin_dir, name, args, log_path)
+        log = read_training_log(log_path)
+        logs[name] = log.valid.get("valid", [])
+        minutes[name] = log.train[-1].stats.get("train_wall", float("nan")) / 60 if log.train else float("nan")
         if len(logs[name]) != args.epochs:
             raise SystemExit(f"error: {log_path}: {len(logs[name])} validations for {args.epochs} epochs")
 
@@ -107,7 +119,7 @@ def main(argv=None):
             ppl = logs[name][e].stats["ppl"]
             row += [f"{ppl:.1f}"] + ([] if name == "lstm" else [f"{ppl / ref:.2f}"])
         print("| " + " | ".join(row) + " |")
-    row = ["train minutes"]
+    row = ["train wall minutes"]
     for name in args.systems:
         row += [f"{minutes[name]:.1f}"] + ([] if name == "lstm" else [""])
     print("| " + " | ".join(row) + " |")
