@@ -23,6 +23,7 @@ from . import precision  # noqa: E402,F401
 from . import torchrun  # noqa: E402,F401
 from . import interactive_long_lines  # noqa: E402,F401
 from . import length_limit  # noqa: E402,F401
+from . import unk_replacement  # noqa: E402,F401
 from . import criterions  # noqa: E402,F401
 from . import models  # noqa: E402,F401
 from . import modules  # noqa: E402,F401

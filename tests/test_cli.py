@@ -58,17 +58,24 @@ def test_train_generate_interactive(data_bin, arch):
                "--path", str(ckpt), "--beam", "3", "--batch-size", "5", *align, "--max-len-b", "20"])
     # all 12 test sentences, although 12 is no multiple of 8 (fairseq issue #5036)
     check_generate_output(gen.stdout, 12, alignments=bool(align))
+    # --replace-unk for every arch with attention (zebras is outside the vocabulary)
+    replace = ["--replace-unk"] if align else []
     inter = run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                 "--path", str(ckpt), "-s", "en", "-t", "de", "--beam", "3", *align,
+                 "--path", str(ckpt), "-s", "en", "-t", "de", "--beam", "3", *align, *replace,
                  "--max-len-b", "20", "--buffer-size", "2"],
-                input="twenty one cats\nfour hundred\n\n")
-    assert len(re.findall(r"^H-\d+\t", inter.stdout, re.M)) == 3
+                input="twenty one zebras\nfour hundred\n\n")
+    hyps = re.findall(r"^H-\d+\t\S+\t(.*)$", inter.stdout, re.M)
+    assert len(hyps) == 3
+    if replace:
+        assert all("<unk>" not in h for h in hyps[:2]), hyps
 
 
-def test_print_alignment_without_attention_is_a_clear_error(data_bin):
+@pytest.mark.parametrize("flag", ["--print-alignment", "--replace-unk"])
+def test_alignment_without_attention_is_a_clear_error(data_bin, flag):
     with pytest.raises(AssertionError, match="has no attention"):
-        run([bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-             "--path", str(trained(data_bin, "luong_base")), "--print-alignment"])
+        run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+             "--path", str(trained(data_bin, "luong_base")), "-s", "en", "-t", "de", flag],
+            input="twenty one\n")
 
 
 def test_relative_user_dir_from_repository_root(data_bin):

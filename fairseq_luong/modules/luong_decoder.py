@@ -301,6 +301,6 @@ class LuongDecoder(FairseqIncrementalDecoder):
         if need_attn and self.attention is None:
             raise ValueError(
                 "this model has no attention (--no-attention / luong_base), so it has no "
-                "alignments: drop --print-alignment"
+                "alignments: drop --print-alignment and --replace-unk"
             )
         self.need_attn = bool(need_attn)

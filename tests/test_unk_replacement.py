@@ -1,0 +1,172 @@
+"""--replace-unk [DICT] through fairseq-generate and fairseq-interactive (unk_replacement.py).
+
+A crafted model gives a known answer: local-p attention with D = 0 and W_p = 0 has
+p_t = S / 2 (eq. 9) at every step, so it attends to the one source position floor(S / 2)
+in the ORIGINAL order (also with --reverse-source; S counts the appended EOS, which
+replacement never uses: a sentence whose centre is EOS falls back to its first word, as
+fairseq's hard alignment does). An output bias of +50 on <unk> (and -30 on EOS) makes every
+hypothesis word <unk> until the length limit (one word per source word). Each <unk> must then
+become that source word, taken from the raw text (so a word outside the vocabulary is
+itself), or the dictionary's translation of it.
+"""
+import re
+import sys
+
+import pytest
+import torch
+
+from tests.helpers import USER_DIR, bin_path, run
+
+TINY = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
+        "--decoder-hidden-size", "8"]
+DICTIONARY = "twenty\tZWANZIG\nseven SIEBEN\n"  # both formats fairseq users have
+
+
+WORDS = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+         "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty cats dogs").split()
+
+
+def write_corpus(root):
+    """Word-level pairs (the target: the source's words capitalised), train/valid/test."""
+    g = torch.Generator().manual_seed(5)
+    for split, n in (("train", 150), ("valid", 5), ("test", 6)):
+        lines = [" ".join(WORDS[i] for i in torch.randint(len(WORDS), (int(k),), generator=g))
+                 for k in torch.randint(2, 7, (n,), generator=g)]
+        (root / f"{split}.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (root / f"{split}.de").write_text("\n".join(l.title() for l in lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory):
+    """Raw word-level data with cut vocabularies, and the crafted checkpoint."""
+    root = tmp_path_factory.mktemp("unk")
+    (root / "raw").mkdir()
+    write_corpus(root / "raw")
+    run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(root / "raw/train"),
+         "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),
+         "--destdir", str(root / "bin"), "--dataset-impl", "raw", "--nwordssrc", "12",
+         "--nwordstgt", "12", "--workers", "1"])
+    run([bin_path("fairseq-train"), str(root / "bin"), "--dataset-impl", "raw", "--user-dir", USER_DIR,
+         "--arch", "luong_localp", *TINY, "--local-window", "0", "--reverse-source",
+         "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "1000", "--max-update", "1",
+         "--disable-validation", "--no-epoch-checkpoints", "--num-workers", "0",
+         "--save-dir", str(root / "ckpt")])
+    import fairseq_luong  # noqa: F401  (allowlists what fairseq checkpoints hold)
+
+    state = torch.load(root / "ckpt" / "checkpoint_last.pt", weights_only=True)
+    eos, unk = 2, 3  # fairseq's Dictionary: <s>, <pad>, </s>, <unk>
+    state["model"]["decoder.W_s.bias"][unk] += 50.0
+    state["model"]["decoder.W_s.bias"][eos] -= 30.0  # EOS only where the length limit forces it
+    state["model"]["decoder.attention.W_p.weight"].zero_()  # p_t = S sigmoid(0) = S / 2
+    torch.save(state, root / "crafted.pt")
+    (root / "dict.txt").write_text(DICTIONARY, encoding="utf-8")
+    return root
+
+
+def centre_word(source):
+    """The word at floor(S / 2), S = words + EOS; the first word when that is EOS."""
+    words = source.split()
+    centre = (len(words) + 1) // 2
+    return words[centre if centre < len(words) else 0]
+
+
+def expected(source, align_dict={"twenty": "ZWANZIG", "seven": "SIEBEN"}):
+    word = centre_word(source)
+    return " ".join([align_dict.get(word, word)] * len(source.split()))
+
+
+def hypotheses(out):
+    """{id: [hypotheses in order]} from fairseq-generate / -interactive output."""
+    hyps = {}
+    for sid, hyp in re.findall(r"^H-(\d+)\t\S+\t(.*)$", out, re.M):
+        hyps.setdefault(int(sid), []).append(hyp)
+    return hyps
+
+
+GENERATE = ["--beam", "2", "--nbest", "2", "--batch-size", "1", "--max-len-a", "1", "--max-len-b", "-1"]
+
+
+def cli(name, argv):
+    """fairseq-generate / fairseq-interactive (``name``) in this process: their cli_main
+    with ``argv``, returning what they print (saves a process start per call)."""
+    import contextlib
+    import importlib
+    import io
+
+    module = importlib.import_module(f"fairseq_cli.{name}")
+    out = io.StringIO()
+    saved = sys.argv
+    sys.argv = [f"fairseq-{name}", *argv]
+    try:
+        with contextlib.redirect_stdout(out):
+            module.cli_main()
+    finally:
+        sys.argv = saved
+    return out.getvalue()
+
+
+def test_generate_replaces_unks_with_source_words_and_dictionary(crafted):
+    """Beam 2, both n-best hypotheses, an ensemble (attention averaged), reversed source;
+    the raw source text (OOV words included) is what replaces."""
+    ckpt = str(crafted / "crafted.pt")
+    sources = (crafted / "raw" / "test.en").read_text(encoding="utf-8").splitlines()
+    vocab = {line.split()[0] for line in (crafted / "bin" / "dict.en.txt").read_text().splitlines()}
+    assert any(w not in vocab for s in sources for w in s.split())  # OOV source words occur
+    out = cli("generate", [str(crafted / "bin"), "--user-dir", USER_DIR, "--dataset-impl", "raw",
+                           "--path", f"{ckpt}:{ckpt}", *GENERATE, "--replace-unk", str(crafted / "dict.txt"),
+                           "--print-alignment"])
+    hyps = hypotheses(out)
+    srcs = dict(re.findall(r"^S-(\d+)\t(.*)$", out, re.M))
+    assert len(hyps) == len(sources)
+    for sid, (best, second) in hyps.items():
+        source = srcs[str(sid)]
+        assert source == sources[sid]
+        assert best == expected(source)
+        # the runner-up differs in one word (not <unk>); its <unk>s are replaced alike
+        want, got = expected(source).split(), second.split()
+        assert len(got) == len(want) and sum(a != b for a, b in zip(got, want)) <= 1
+        assert "<unk>" not in second
+    n = len(sources[0].split())
+    centre = sources[0].split().index(centre_word(sources[0]))
+    assert re.search(rf"^A-0\t{' '.join(f'{centre}-{t}' for t in range(n))}$", out, re.M)  # as before
+    # a bare --replace-unk copies the source words (fairseq opened a file named "@@ ")
+    out = cli("generate", [str(crafted / "bin"), "--user-dir", USER_DIR, "--dataset-impl", "raw",
+                           "--path", ckpt, *GENERATE, "--replace-unk"])
+    assert [hypotheses(out)[i][0] for i in range(len(sources))] == [
+        " ".join([centre_word(s)] * len(s.split())) for s in sources]
+
+
+def test_interactive_recovers_out_of_vocabulary_source_words(crafted, tmp_path):
+    lines = ["twenty zebra", "seven okapis and twenty lemurs", "quagga", "okapis seven"]
+    (tmp_path / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = cli("interactive", [str(crafted / "bin"), "--user-dir", USER_DIR, "--path", str(crafted / "crafted.pt"),
+                              "-s", "en", "-t", "de", *GENERATE, "--buffer-size", "2",
+                              "--input", str(tmp_path / "input.txt"), "--replace-unk", str(crafted / "dict.txt")])
+    hyps = hypotheses(out)
+    read = re.search(r"^S-0\t(.*)$", out, re.M).group(1)  # what the model read: zebra is <unk>
+    assert read.split()[1] == "<unk>"
+    assert [hyps[i][0] for i in range(4)] == ["zebra zebra", "ZWANZIG " * 4 + "ZWANZIG", "quagga", "SIEBEN SIEBEN"]
+
+
+def test_replace_unk_dictionary_errors_name_file_and_line(tmp_path):
+    from fairseq_luong.unk_replacement import UnkReplacementError, load_align_dict
+
+    good = tmp_path / "good.txt"
+    good.write_text("twenty\tZWANZIG\n\nseven SIEBEN\nNew York\tNew-York\n", encoding="utf-8")
+    assert load_align_dict(str(good)) == {"twenty": "ZWANZIG", "seven": "SIEBEN", "New York": "New-York"}
+    assert load_align_dict("@@ ") == {} and load_align_dict(None) is None
+    bad = tmp_path / "bad.txt"
+    bad.write_text("twenty ZWANZIG\nthree drei extra\n", encoding="utf-8")
+    with pytest.raises(UnkReplacementError, match=re.escape(f"{bad}:2: --replace-unk dictionary lines")):
+        load_align_dict(str(bad))
+    with pytest.raises(UnkReplacementError, match="cannot read the dictionary"):
+        load_align_dict(str(tmp_path / "missing.txt"))
+
+
+def test_replace_unks_by_hand():
+    from fairseq_luong.unk_replacement import replace_unks
+
+    tokens = ["<unk>", "x", "<unk>", "<unk>"]
+    links = {0: 2, 1: 0, 2: 0}  # target 3 has no link (e.g. an empty source)
+    got = replace_unks(tokens, ["a", "b", "zebra"], links, {"a": "A"}, "<unk>")
+    assert got == ["zebra", "x", "A", "<unk>"]
