@@ -32,3 +32,11 @@ def data_bin(tmp_path_factory):
          "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),
          "--destdir", str(root / "bin"), "--joined-dictionary", "--workers", "1"])
     return root
+
+
+def centre_model(tmp_path_factory):
+    """Raw word-level data and a crafted model attending to each source's centre
+    (tests/helpers.py: build_centre_model)."""
+    from tests.helpers import build_centre_model
+
+    return build_centre_model(tmp_path_factory.mktemp("centre"))

@@ -142,3 +142,51 @@ def make_wmt14_release(out, n_train=300, n_test=20, vocab_size=None):
     common = sorted(w for w in words["en"] if w in words["de"] and w.isalpha())
     (out / "dict.en-de").write_text("".join(f"{w} {w}\n" for w in common), encoding="utf-8")
     return out
+
+
+WORDS = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+         "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty cats dogs").split()
+
+
+def write_word_corpus(root):
+    """Word-level pairs (the target: the source's words capitalised): train/valid/test.{en,de}."""
+    g = torch.Generator().manual_seed(5)
+    for split, n in (("train", 150), ("valid", 5), ("test", 6)):
+        lines = [" ".join(WORDS[i] for i in torch.randint(len(WORDS), (int(k),), generator=g))
+                 for k in torch.randint(2, 7, (n,), generator=g)]
+        (root / f"{split}.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (root / f"{split}.de").write_text("\n".join(s.title() for s in lines) + "\n", encoding="utf-8")
+
+
+def build_centre_model(root):
+    """A crafted checkpoint with a known attention, on raw word-level data in ``root``.
+
+    Data: ``root/raw`` (write_word_corpus), ``root/bin`` (fairseq-preprocess --dataset-impl
+    raw, vocabularies cut to 12 words, so <unk> occurs). Model ``root/crafted.pt``:
+    luong_localp, D = 0, --reverse-source, trained one update, then W_p = 0, so that
+    p_t = S sigmoid(0) = S / 2 (eq. 9): every step attends to exactly the source position
+    floor(S / 2) (S = words + EOS) in the original order; output bias +50 on <unk> and
+    -30 on EOS, so every hypothesis word is <unk> until the length limit.
+    """
+    (root / "raw").mkdir()
+    write_word_corpus(root / "raw")
+    run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(root / "raw/train"),
+         "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),
+         "--destdir", str(root / "bin"), "--dataset-impl", "raw", "--nwordssrc", "12",
+         "--nwordstgt", "12", "--workers", "1"])
+    tiny = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
+            "--decoder-hidden-size", "8"]
+    run([bin_path("fairseq-train"), str(root / "bin"), "--dataset-impl", "raw", "--user-dir", USER_DIR,
+         "--arch", "luong_localp", *tiny, "--local-window", "0", "--reverse-source",
+         "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "1000", "--max-update", "1",
+         "--disable-validation", "--no-epoch-checkpoints", "--num-workers", "0",
+         "--save-dir", str(root / "ckpt")])
+    import fairseq_luong  # noqa: F401  (allowlists what fairseq checkpoints hold)
+
+    state = torch.load(root / "ckpt" / "checkpoint_last.pt", weights_only=True)
+    eos, unk = 2, 3  # fairseq's Dictionary: <s>, <pad>, </s>, <unk>
+    state["model"]["decoder.W_s.bias"][unk] += 50.0
+    state["model"]["decoder.W_s.bias"][eos] -= 30.0  # EOS only where the length limit forces it
+    state["model"]["decoder.attention.W_p.weight"].zero_()  # p_t = S sigmoid(0) = S / 2
+    torch.save(state, root / "crafted.pt")
+    return root

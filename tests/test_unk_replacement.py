@@ -1,11 +1,10 @@
 """--replace-unk [DICT] through fairseq-generate and fairseq-interactive (unk_replacement.py).
 
-A crafted model gives a known answer: local-p attention with D = 0 and W_p = 0 has
-p_t = S / 2 (eq. 9) at every step, so it attends to the one source position floor(S / 2)
-in the ORIGINAL order (also with --reverse-source; S counts the appended EOS, which
-replacement never uses: a sentence whose centre is EOS falls back to its first word, as
-fairseq's hard alignment does). An output bias of +50 on <unk> (and -30 on EOS) makes every
-hypothesis word <unk> until the length limit (one word per source word). Each <unk> must then
+The crafted model of ``centre_model`` (conftest.py) gives a known answer: it attends to
+the one source position floor(S / 2) in the ORIGINAL order (also with --reverse-source;
+S counts the appended EOS, which replacement never uses: a sentence whose centre is EOS
+falls back to its first word, as fairseq's hard alignment does), and every hypothesis
+word is <unk> until the length limit (one word per source word). Each <unk> must then
 become that source word, taken from the raw text (so a word outside the vocabulary is
 itself), or the dictionary's translation of it.
 """
@@ -13,54 +12,16 @@ import re
 import sys
 
 import pytest
-import torch
 
 from tests.helpers import USER_DIR, bin_path, run
 
-TINY = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
-        "--decoder-hidden-size", "8"]
 DICTIONARY = "twenty\tZWANZIG\nseven SIEBEN\n"  # both formats fairseq users have
 
 
-WORDS = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-         "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty cats dogs").split()
-
-
-def write_corpus(root):
-    """Word-level pairs (the target: the source's words capitalised), train/valid/test."""
-    g = torch.Generator().manual_seed(5)
-    for split, n in (("train", 150), ("valid", 5), ("test", 6)):
-        lines = [" ".join(WORDS[i] for i in torch.randint(len(WORDS), (int(k),), generator=g))
-                 for k in torch.randint(2, 7, (n,), generator=g)]
-        (root / f"{split}.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        (root / f"{split}.de").write_text("\n".join(l.title() for l in lines) + "\n", encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
-def crafted(tmp_path_factory):
-    """Raw word-level data with cut vocabularies, and the crafted checkpoint."""
-    root = tmp_path_factory.mktemp("unk")
-    (root / "raw").mkdir()
-    write_corpus(root / "raw")
-    run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(root / "raw/train"),
-         "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),
-         "--destdir", str(root / "bin"), "--dataset-impl", "raw", "--nwordssrc", "12",
-         "--nwordstgt", "12", "--workers", "1"])
-    run([bin_path("fairseq-train"), str(root / "bin"), "--dataset-impl", "raw", "--user-dir", USER_DIR,
-         "--arch", "luong_localp", *TINY, "--local-window", "0", "--reverse-source",
-         "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "1000", "--max-update", "1",
-         "--disable-validation", "--no-epoch-checkpoints", "--num-workers", "0",
-         "--save-dir", str(root / "ckpt")])
-    import fairseq_luong  # noqa: F401  (allowlists what fairseq checkpoints hold)
-
-    state = torch.load(root / "ckpt" / "checkpoint_last.pt", weights_only=True)
-    eos, unk = 2, 3  # fairseq's Dictionary: <s>, <pad>, </s>, <unk>
-    state["model"]["decoder.W_s.bias"][unk] += 50.0
-    state["model"]["decoder.W_s.bias"][eos] -= 30.0  # EOS only where the length limit forces it
-    state["model"]["decoder.attention.W_p.weight"].zero_()  # p_t = S sigmoid(0) = S / 2
-    torch.save(state, root / "crafted.pt")
-    (root / "dict.txt").write_text(DICTIONARY, encoding="utf-8")
-    return root
+def crafted(centre_model):
+    (centre_model / "dict.txt").write_text(DICTIONARY, encoding="utf-8")
+    return centre_model
 
 
 def centre_word(source):

@@ -159,6 +159,14 @@ class LuongLSTMModel(FairseqEncoderDecoderModel):
             init_uniform_(model, cfg.init_uniform)
         return model
 
+    def aligns_input_word(self) -> bool:
+        """Luong et al. 2015, footnote 14: the alignment a_t computed at step t (input
+        y_{t-1}, prediction y_t) is that of the INPUT word y_{t-1} for content-based
+        scores (dot, general, concat) and of the predicted y_t for the location score.
+        fairseq's --print-alignment always reads it as y_t's. No attention: False."""
+        attention = self.decoder.attention
+        return attention is not None and attention.score.content_based
+
 
 # --------------------------------------------------------------------------
 # Named architectures: each sets only its differences, then calls the base.

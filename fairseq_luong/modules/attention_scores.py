@@ -35,12 +35,17 @@ class AttentionScore(nn.Module):
       ``precompute`` is never called;
     * ``uses_positions``: it needs the positions of the scored slots;
     * ``global_only``: it is defined over whole sentences and cannot score a
-      local window.
+      local window;
+    * ``content_based``: it compares h_t with the source states (dot, general,
+      concat), unlike the location score. Footnote 14: a content-based a_t is read
+      as the alignment of the input word y_{t-1}, a location-based one as that of
+      the predicted y_t.
     """
 
     keys_are_values = False
     uses_positions = False
     global_only = False
+    content_based = True
 
     def precompute(self, values: Tensor) -> Tensor:
         raise NotImplementedError
@@ -142,6 +147,7 @@ class LocationScore(AttentionScore):
     uses_positions = True
     global_only = True  # positions of a whole sentence (section 3.1)
     keys_are_values = True  # it ignores the source content: nothing to precompute
+    content_based = False
 
     def __init__(self, query_dim: int, max_len: int):
         super().__init__()

@@ -1,0 +1,125 @@
+"""Attention of a model or an ensemble on given translations (teacher forcing).
+
+For forced alignment (AER, Luong et al. 2015, section 5.4) and attention heat maps
+(Fig. 7): the reference translation is fed to the decoder, and the attention at every
+step is read off, one sentence at a time out of padded batches. Works with any fairseq
+encoder-decoder whose decoder returns ``{"attn": [bsz x tgtlen x srclen]}`` (ours,
+fairseq's ``lstm`` and Transformer).
+"""
+import contextlib
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from fairseq.data import data_utils
+from torch import Tensor
+
+from .alignment import rows_per_target_token
+
+
+class AttentionError(ValueError):
+    """A model cannot give what is asked (no attention, mismatched dictionaries)."""
+
+
+def load_ensemble(paths: str, data: str, source_lang: Optional[str] = None,
+                  target_lang: Optional[str] = None):
+    """``paths`` "a.pt:b.pt" -> (models in eval mode, task) with the dictionaries in ``data``."""
+    import fairseq_luong  # noqa: F401  (models, safe checkpoint loading)
+    from fairseq import checkpoint_utils
+
+    overrides = {"data": data}
+    if source_lang:
+        overrides["source_lang"] = source_lang
+    if target_lang:
+        overrides["target_lang"] = target_lang
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(paths.split(":"), arg_overrides=overrides)
+    for model in models:
+        model.eval()
+    return models, task
+
+
+def aligns_input_word(model) -> bool:
+    """Footnote 14's reading of the model's attention rows (see LuongLSTMModel.aligns_input_word)."""
+    method = getattr(model, "aligns_input_word", None)
+    return bool(method()) if callable(method) else False
+
+
+class SentenceAttention(NamedTuple):
+    source: List[str]  # source tokens (the model's symbols; the text's words for word-level data)
+    target: List[str]  # target tokens
+    rows: Tensor  # len(target) x len(source): per target token the attention over source tokens
+    # (EOS column dropped, rows per footnote 14 if asked, averaged over the models)
+
+
+def encode(dictionary, line: str) -> Tensor:
+    return dictionary.encode_line(line, add_if_not_exist=False, append_eos=True).long()
+
+
+def _batches(pairs: Sequence[Tuple[str, str]], batch_size: int):
+    # longest sources first, so that padding is small; results are put back in order
+    order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0].split()))
+    for k in range(0, len(order), batch_size):
+        yield order[k : k + batch_size]
+
+
+@torch.no_grad()
+def forced_attention(models, src_dict, tgt_dict, pairs: Sequence[Tuple[str, str]], paper_convention: bool,
+                     batch_size: int = 32, progress=None) -> Iterator[Tuple[int, SentenceAttention]]:
+    """(index, SentenceAttention) for every (source line, target line) pair, in batch order.
+
+    Each model's attention rows are mapped to target tokens (footnote 14 when
+    ``paper_convention`` and the model's score is content-based; otherwise row t to the
+    predicted token), then averaged over the ensemble.
+    """
+    pad = src_dict.pad()
+    for ids in _batches(pairs, batch_size):
+        srcs = [encode(src_dict, pairs[i][0]) for i in ids]
+        tgts = [encode(tgt_dict, pairs[i][1]) for i in ids]
+        src_tokens = data_utils.collate_tokens(srcs, pad, src_dict.eos(), left_pad=True)
+        prev = data_utils.collate_tokens(tgts, tgt_dict.pad(), tgt_dict.eos(), left_pad=False,
+                                         move_eos_to_beginning=True)
+        src_lengths = torch.tensor([len(s) for s in srcs])
+        per_model = []
+        for model in models:
+            _, extra = model(src_tokens, src_lengths, prev)
+            attn = extra.get("attn") if isinstance(extra, dict) else None
+            attn = attn[0] if isinstance(attn, list) else attn
+            if attn is None:
+                raise AttentionError(f"{type(model).__name__} returned no attention (a model without attention?)")
+            per_model.append((attn.float(), paper_convention and aligns_input_word(model)))
+        srclen = src_tokens.size(1)
+        for b, i in enumerate(ids):
+            n_src, n_tgt = len(srcs[b]), len(tgts[b]) - 1  # without EOS
+            start = srclen - n_src  # left padding
+            rows = torch.stack([
+                rows_per_target_token(attn[b, : n_tgt + 1, start : start + n_src - 1], n_tgt, input_word)
+                for attn, input_word in per_model
+            ]).mean(0)  # n_tgt x (n_src - 1): EOS column dropped
+            yield i, SentenceAttention([src_dict[t] for t in srcs[b][:-1]], [tgt_dict[t] for t in tgts[b][:-1]], rows)
+        if progress is not None:
+            progress.update(len(ids))
+
+
+@contextlib.contextmanager
+def recording_windows(model):
+    """Record local attention's p_t at every call (bsz x tgtlen each), for heat maps.
+
+    Yields a list that fills with the p_t tensors and the window half-width D; empty
+    for global attention. One sentence at a time (rows are not reordered then).
+    """
+    attention = getattr(getattr(model, "decoder", None), "attention", None)
+    recorded: List[Tensor] = []
+    if attention is None or not hasattr(attention, "aligned_position"):
+        yield recorded, None
+        return
+    original = attention.aligned_position
+
+    def record(query, memory, step0):
+        p_t = original(query, memory, step0)
+        recorded.append(p_t.detach())
+        return p_t
+
+    attention.aligned_position = record
+    try:
+        yield recorded, attention.window
+    finally:
+        del attention.aligned_position

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""A trivial aligner for scale: target word j -> source word floor((j + 0.5) * S / T).
+
+One link per target word on the diagonal of the S x T sentence pair (S source and T
+target words), in force_align.py's format: one line per sentence of 0-based Pharaoh
+links ``i-j`` (source-target). An AER baseline that knows only the sentence lengths.
+
+Example:
+  python scripts/diagonal_align.py --source jaen.ja --target jaen.en > diagonal.align
+  python scripts/aer.py jaen.gold diagonal.align --first-text jaen.ja --second-text jaen.en \\
+      --drop-out-of-range-gold
+"""
+import argparse
+import sys
+
+
+def diagonal_links(n_source, n_target):
+    if n_source == 0:
+        return []
+    return [(min(int((j + 0.5) * n_source / n_target), n_source - 1), j) for j in range(n_target)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--target", required=True)
+    args = parser.parse_args(argv)
+    try:
+        with open(args.source, encoding="utf-8") as f:
+            src = [len(line.split()) for line in f]
+        with open(args.target, encoding="utf-8") as f:
+            tgt = [len(line.split()) for line in f]
+    except (OSError, UnicodeDecodeError) as err:
+        raise SystemExit(f"error: {err}")
+    if len(src) != len(tgt):
+        raise SystemExit(f"error: {args.source} has {len(src)} lines but {args.target} has {len(tgt)}")
+    for s, t in zip(src, tgt):
+        print(" ".join(f"{i}-{j}" for i, j in diagonal_links(s, t)))
+
+
+if __name__ == "__main__":
+    main()

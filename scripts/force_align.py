@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Forced alignment from a model's (or an ensemble's) attention: Pharaoh links per sentence.
+
+Teacher-forces each reference translation (TARGET, line-aligned with SOURCE) through the
+models, and links every target word to the source word of highest attention, one link
+per target word as in Luong et al. (2015, section 5.4). With an ensemble
+(``--path a.pt:b.pt``) the attention is averaged over the models. The appended EOS is
+never a link (its column is dropped). Writes one line per sentence of 0-based links
+``i-j`` (i: source word, j: target word); an empty source or target line gives an empty
+line.
+
+Which step's attention aligns a word: by default row t (the step that predicts y_t)
+aligns y_t, as fairseq's --print-alignment. ``--paper-convention``: footnote 14, a
+content-based score's (dot, general, concat) a_t aligns the INPUT word y_{t-1}, so word
+y_t takes the next step's row; the location score's rows stay as they are (models other
+than ours: as they are).
+
+Subwords: with ``--spm-model`` (SentencePiece, the model the data was encoded with;
+``--spm-model-target`` if the target side has its own) each line of words is encoded
+into pieces; with ``--bpe-marker @@`` the lines are already subword-nmt pieces. Pieces
+are folded into words: a source word receives the sum of its pieces' weights, a target
+word the mean of its pieces' rows; links and indices are words.
+
+Example:
+  python scripts/force_align.py data-bin --path ckpt/checkpoint_best.pt \\
+      --source test.ja --target test.en -s ja -t en --paper-convention > test.align
+  python scripts/aer.py gold.align test.align
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def read_lines(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\r\n") for line in f]
+    except (OSError, UnicodeDecodeError) as err:
+        raise SystemExit(f"error: {path}: {err}")
+
+
+class Segmenter:
+    """Words -> the tokens the model reads, and each token's word index."""
+
+    def __init__(self, spm_model=None, bpe_marker=None):
+        self.marker = bpe_marker
+        self.sp = None
+        if spm_model:
+            import sentencepiece as spm
+
+            self.sp = spm.SentencePieceProcessor(model_file=spm_model)
+            self.marker = "\u2581"
+
+    def __call__(self, line, where):
+        from fairseq_luong.analysis.alignment import word_groups
+
+        pieces = self.sp.encode(line.strip(), out_type=str) if self.sp else line.split()
+        groups = word_groups(pieces, self.marker)
+        n_words = len(line.split()) if self.sp or self.marker is None else (max(groups) + 1 if groups else 0)
+        if (max(groups) + 1 if groups else 0) != n_words:
+            raise SystemExit(f"error: {where}: {n_words} words but the pieces make {max(groups) + 1} "
+                             "(SentencePiece must see whitespace-separated words)")
+        return " ".join(pieces), groups
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("data", help="fairseq data directory with the dictionaries (dict.SRC.txt, dict.TGT.txt)")
+    parser.add_argument("--path", required=True, help="checkpoint(s), colon-separated for an ensemble")
+    parser.add_argument("--source", required=True, help="source sentences, one a line")
+    parser.add_argument("--target", required=True, help="their translations, line-aligned")
+    parser.add_argument("-s", "--source-lang", default=None)
+    parser.add_argument("-t", "--target-lang", default=None)
+    parser.add_argument("--paper-convention", action="store_true",
+                        help="footnote 14: a content-based a_t aligns the input word y_{t-1}")
+    parser.add_argument("--spm-model", default=None, help="SentencePiece model to segment words into pieces")
+    parser.add_argument("--spm-model-target", default=None, help="the target side's, if it differs")
+    parser.add_argument("--bpe-marker", default=None, help="the text is already subword-nmt pieces ('@@')")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--output", default="-", help="links file (default: stdout)")
+    args = parser.parse_args(argv)
+
+    src_lines, tgt_lines = read_lines(args.source), read_lines(args.target)
+    if len(src_lines) != len(tgt_lines):
+        raise SystemExit(f"error: {args.source} has {len(src_lines)} lines but {args.target} has {len(tgt_lines)}")
+    if args.spm_model and args.bpe_marker:
+        raise SystemExit("error: give --spm-model or --bpe-marker, not both")
+    seg_src = Segmenter(args.spm_model, args.bpe_marker)
+    seg_tgt = Segmenter(args.spm_model_target or args.spm_model, args.bpe_marker)
+    pairs, groups = [], []
+    for n, (s, t) in enumerate(zip(src_lines, tgt_lines), 1):
+        (s_tok, s_grp), (t_tok, t_grp) = seg_src(s, f"{args.source}:{n}"), seg_tgt(t, f"{args.target}:{n}")
+        pairs.append((s_tok, t_tok))
+        groups.append((s_grp, t_grp))
+
+    import torch
+    from tqdm import tqdm
+
+    from fairseq_luong.analysis.alignment import fold_into_words, format_links, one_to_one_links
+    from fairseq_luong.analysis.forced_attention import forced_attention, load_ensemble
+
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    models, task = load_ensemble(args.path, args.data, args.source_lang, args.target_lang)
+    out_lines = [""] * len(pairs)
+    with tqdm(total=len(pairs), desc="force_align", unit="sent", file=sys.stderr,
+              disable=len(pairs) < 200) as progress:
+        for i, sent in forced_attention(models, task.source_dictionary, task.target_dictionary, pairs,
+                                        args.paper_convention, args.batch_size, progress):
+            s_grp, t_grp = groups[i]
+            if len(sent.source) != len(s_grp) or len(sent.target) != len(t_grp):
+                raise SystemExit(f"error: line {i + 1}: the dictionaries split the text differently from the "
+                                 "segmenter (check --spm-model / --bpe-marker)")
+            words = fold_into_words(sent.rows, s_grp, t_grp)
+            out_lines[i] = format_links(one_to_one_links(words))
+    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+    out.write("\n".join(out_lines) + ("\n" if out_lines else ""))
+    if out is not sys.stdout:
+        out.close()
+
+
+if __name__ == "__main__":
+    main()
