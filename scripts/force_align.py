@@ -31,38 +31,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def read_lines(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\r\n") for line in f]
-    except (OSError, UnicodeDecodeError) as err:
-        raise SystemExit(f"error: {path}: {err}")
-
-
-class Segmenter:
-    """Words -> the tokens the model reads, and each token's word index."""
-
-    def __init__(self, spm_model=None, bpe_marker=None):
-        self.marker = bpe_marker
-        self.sp = None
-        if spm_model:
-            import sentencepiece as spm
-
-            self.sp = spm.SentencePieceProcessor(model_file=spm_model)
-            self.marker = "\u2581"
-
-    def __call__(self, line, where):
-        from fairseq_luong.analysis.alignment import word_groups
-
-        pieces = self.sp.encode(line.strip(), out_type=str) if self.sp else line.split()
-        groups = word_groups(pieces, self.marker)
-        n_words = len(line.split()) if self.sp or self.marker is None else (max(groups) + 1 if groups else 0)
-        if (max(groups) + 1 if groups else 0) != n_words:
-            raise SystemExit(f"error: {where}: {n_words} words but the pieces make {max(groups) + 1} "
-                             "(SentencePiece must see whitespace-separated words)")
-        return " ".join(pieces), groups
+from fairseq_luong.analysis.text_files import read_lines  # noqa: E402
 
 
 def main(argv=None):
@@ -86,15 +55,18 @@ def main(argv=None):
     src_lines, tgt_lines = read_lines(args.source), read_lines(args.target)
     if len(src_lines) != len(tgt_lines):
         raise SystemExit(f"error: {args.source} has {len(src_lines)} lines but {args.target} has {len(tgt_lines)}")
-    if args.spm_model and args.bpe_marker:
-        raise SystemExit("error: give --spm-model or --bpe-marker, not both")
-    seg_src = Segmenter(args.spm_model, args.bpe_marker)
-    seg_tgt = Segmenter(args.spm_model_target or args.spm_model, args.bpe_marker)
+    from fairseq_luong.analysis.segmentation import Segmenter
+
     pairs, groups = [], []
-    for n, (s, t) in enumerate(zip(src_lines, tgt_lines), 1):
-        (s_tok, s_grp), (t_tok, t_grp) = seg_src(s, f"{args.source}:{n}"), seg_tgt(t, f"{args.target}:{n}")
-        pairs.append((s_tok, t_tok))
-        groups.append((s_grp, t_grp))
+    try:
+        seg_src = Segmenter(args.spm_model, args.bpe_marker)
+        seg_tgt = Segmenter(args.spm_model_target or args.spm_model, args.bpe_marker)
+        for n, (s, t) in enumerate(zip(src_lines, tgt_lines), 1):
+            (s_tok, s_grp), (t_tok, t_grp) = seg_src(s, f"{args.source}:{n}"), seg_tgt(t, f"{args.target}:{n}")
+            pairs.append((s_tok, t_tok))
+            groups.append((s_grp, t_grp))
+    except ValueError as err:
+        raise SystemExit(f"error: {err}")
 
     import torch
     from tqdm import tqdm

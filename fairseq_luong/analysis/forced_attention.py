@@ -44,7 +44,7 @@ def aligns_input_word(model) -> bool:
 
 
 class SentenceAttention(NamedTuple):
-    source: List[str]  # source tokens (the model's symbols; the text's words for word-level data)
+    source: List[str]  # source tokens, as in the text (after segmentation into pieces, if any)
     target: List[str]  # target tokens
     rows: Tensor  # len(target) x len(source): per target token the attention over source tokens
     # (EOS column dropped, rows per footnote 14 if asked, averaged over the models)
@@ -94,7 +94,9 @@ def forced_attention(models, src_dict, tgt_dict, pairs: Sequence[Tuple[str, str]
                 rows_per_target_token(attn[b, : n_tgt + 1, start : start + n_src - 1], n_tgt, input_word)
                 for attn, input_word in per_model
             ]).mean(0)  # n_tgt x (n_src - 1): EOS column dropped
-            yield i, SentenceAttention([src_dict[t] for t in srcs[b][:-1]], [tgt_dict[t] for t in tgts[b][:-1]], rows)
+            # labels from the text (a word outside the vocabulary is itself, not <unk>); the
+            # dictionaries split lines on whitespace too, so there is one per token
+            yield i, SentenceAttention(pairs[i][0].split(), pairs[i][1].split(), rows)
         if progress is not None:
             progress.update(len(ids))
 

@@ -1,10 +1,12 @@
 """PNG figures for Luong et al. (2015)'s analyses, with matplotlib's Agg backend (no
 display needed): learning curves (Fig. 5), BLEU by sentence length (Fig. 6) and
 attention heat maps (Fig. 7)."""
+import logging
 import os
 from typing import List, Optional, Sequence, Tuple
 
-import matplotlib
+logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging setup lets its DEBUG through
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.patches as patches  # noqa: E402

@@ -1,0 +1,74 @@
+"""BLEU by source sentence length (Luong et al. 2015, Fig. 6): sentences grouped by the
+number of source words, sacreBLEU per group against the raw references."""
+import re
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+import sacrebleu
+
+PAPER_EDGES = (10, 20, 30, 40, 50, 60, 70)  # Fig. 6's x axis: <=10, 11-20, ..., 61-70, >70
+_GENERATE_LINE = re.compile(r"^([HD])-(\d+)\t[^\t]*\t(.*)$")
+
+
+class Bucket(NamedTuple):
+    label: str
+    low: int  # inclusive
+    high: Optional[int]  # inclusive; None: no upper bound
+
+
+def buckets(edges: Sequence[int]) -> List[Bucket]:
+    """Upper edges -> buckets <=e1, e1+1..e2, ..., >e_last (lengths 0 fall in the first)."""
+    edges = sorted(set(int(e) for e in edges))
+    if not edges or edges[0] < 1:
+        raise ValueError(f"bucket edges must be positive integers, got {edges}")
+    out = [Bucket(f"<={edges[0]}", 0, edges[0])]
+    out += [Bucket(f"{a + 1}-{b}", a + 1, b) for a, b in zip(edges, edges[1:])]
+    out.append(Bucket(f">{edges[-1]}", edges[-1] + 1, None))
+    return out
+
+
+def bucket_of(length: int, groups: List[Bucket]) -> int:
+    for k, b in enumerate(groups):
+        if b.high is None or length <= b.high:
+            return k
+    raise AssertionError("the last bucket is open")
+
+
+def read_translations(path: str, n: int) -> List[str]:
+    """A system's translations: plain text (one a line), or fairseq-generate output (its
+    D- lines, detokenised, else H- lines; the best of --nbest; put back in sentence order)."""
+    with open(path, encoding="utf-8") as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    found: Dict[str, Dict[int, str]] = {"H": {}, "D": {}}
+    for line in lines:
+        m = _GENERATE_LINE.match(line)
+        if m:
+            found[m.group(1)].setdefault(int(m.group(2)), m.group(3))
+    by_id = found["D"] or found["H"]
+    if by_id:
+        missing = sorted(set(range(n)) - set(by_id))
+        if missing or len(by_id) != n:
+            raise ValueError(f"{path}: fairseq-generate output for {len(by_id)} sentences (ids "
+                             f"{min(by_id)}-{max(by_id)}), expected ids 0-{n - 1}; missing e.g. {missing[:5]}")
+        return [by_id[i] for i in range(n)]
+    if len(lines) != n:
+        raise ValueError(f"{path}: {len(lines)} lines, but the source has {n}")
+    return lines
+
+
+def bleu_by_length(lengths: List[int], references: List[str], systems: Dict[str, List[str]],
+                   groups: List[Bucket], tokenize: str = "13a"):
+    """{system: [BLEU or None (empty bucket)]}, and the number of sentences per bucket."""
+    index = [bucket_of(n, groups) for n in lengths]
+    counts = [index.count(k) for k in range(len(groups))]
+    scores = {}
+    for name, hyps in systems.items():
+        row = []
+        for k in range(len(groups)):
+            ids = [i for i, b in enumerate(index) if b == k]
+            if not ids:
+                row.append(None)
+                continue
+            bleu = sacrebleu.corpus_bleu([hyps[i] for i in ids], [[references[i] for i in ids]], tokenize=tokenize)
+            row.append(bleu.score)
+        scores[name] = row
+    return scores, counts

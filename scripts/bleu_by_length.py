@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""BLEU by source sentence length (Luong et al. 2015, Fig. 6): a table and a PNG plot.
+
+Groups the test sentences by the number of words (whitespace tokens) of their source
+and computes sacreBLEU per group for each system, against the raw reference text (never
+fairseq's T- lines). Default groups are the paper's: <=10, 11-20, ..., 61-70, >70
+(``--edges 10 20 30 40 50 60 70``). A system file is plain text (one translation a line)
+or fairseq-generate output (its D- lines, i.e. detokenised hypotheses, the best of
+--nbest, in sentence order). Also prints the whole test set's BLEU.
+
+Example:
+  python scripts/bleu_by_length.py --source test.en --reference test.de \\
+      global=gen_global.out localp=gen_localp.out --png bleu_by_length.png
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fairseq_luong.analysis.text_files import read_lines  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("systems", nargs="+", metavar="[NAME=]FILE", help="translations of each system")
+    parser.add_argument("--source", required=True, help="source sentences (their lengths group the test set)")
+    parser.add_argument("--reference", required=True, help="raw reference translations")
+    parser.add_argument("--edges", type=int, nargs="+", default=None,
+                        help="upper bucket edges in words (default: the paper's 10 20 ... 70)")
+    parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, intl, ja-mecab, ...)")
+    parser.add_argument("--png", default=None, help="line plot of BLEU per bucket")
+    args = parser.parse_args(argv)
+
+    import sacrebleu
+
+    from fairseq_luong.analysis.bleu_by_length import PAPER_EDGES, bleu_by_length, buckets, read_translations
+    from fairseq_luong.analysis.text_files import named_files
+
+    sources, references = read_lines(args.source), read_lines(args.reference)
+    if len(sources) != len(references):
+        raise SystemExit(f"error: {args.source} has {len(sources)} lines but {args.reference} has {len(references)}")
+    try:
+        groups = buckets(args.edges or PAPER_EDGES)
+        systems = {name: read_translations(path, len(sources)) for name, path in named_files(args.systems)}
+    except ValueError as err:
+        raise SystemExit(f"error: {err}")
+    lengths = [len(s.split()) for s in sources]
+    scores, counts = bleu_by_length(lengths, references, systems, groups, args.tokenize)
+    names = list(systems)
+    print(f"sacreBLEU ({args.tokenize}) by source length in words, {len(sources)} sentences:\n")
+    print("| source words | sentences | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for k, group in enumerate(groups):
+        cells = ["-" if scores[n][k] is None else f"{scores[n][k]:.2f}" for n in names]
+        print(f"| {group.label} | {counts[k]} | " + " | ".join(cells) + " |")
+    total = [f"{sacrebleu.corpus_bleu(systems[n], [references], tokenize=args.tokenize).score:.2f}" for n in names]
+    print(f"| all | {len(sources)} | " + " | ".join(total) + " |")
+    if args.png:
+        from fairseq_luong.analysis.plots import plot_bleu_by_length
+
+        labels = [g.label for g in groups]
+        plot_bleu_by_length(labels, [(n, scores[n]) for n in names], args.png,
+                            title=f"BLEU by source length ({os.path.basename(args.reference)})")
+        print(f"\nplot: {args.png}")
+
+
+if __name__ == "__main__":
+    main()

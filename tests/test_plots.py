@@ -1,0 +1,108 @@
+"""Each figure script writes a non-empty PNG: plot_curves.py (Fig. 5), bleu_by_length.py
+(Fig. 6), plot_attention.py (Fig. 7); their tables and the local-p windows by hand."""
+import runpy
+
+import pytest
+import torch
+
+from tests.helpers import REPO
+
+# real fairseq-train log lines, simple and json formats (two validations each)
+SIMPLE_LOG = """\
+2026-11-25 02:29:57 | INFO | train_inner | epoch 001:      2 / 5 loss=6.45, nll_loss=6.44, ppl=86.8, wps=8000, ups=12, wpb=672, bsz=76, num_updates=2, lr=0.005, gnorm=0.25, train_wall=0, wall=1
+2026-11-25 02:29:57 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 6.38 | nll_loss 6.371 | ppl 82.75 | wps 8032.9 | wpb 168.5 | bsz 15 | num_updates 5
+2026-11-25 02:29:57 | INFO | train | epoch 001 | loss 6.4 | nll_loss 6.39 | ppl 83.9 | wps 9884.9 | ups 13.33 | wpb 741.6 | bsz 60 | num_updates 5 | lr 0.005 | gnorm 0.271 | train_wall 0 | wall 3
+2026-11-25 02:29:58 | INFO | train_inner | epoch 002:      2 / 5 loss=6.23, nll_loss=6.2, ppl=73.6, wps=8000, ups=12, wpb=672, bsz=76, num_updates=7, lr=0.005, gnorm=0.25, train_wall=0, wall=2
+2026-11-25 02:29:58 | INFO | valid | epoch 002 | valid on 'valid' subset | loss 6.113 | nll_loss 6.071 | ppl 67.22 | wps 7863.3 | wpb 168.5 | bsz 15 | num_updates 10 | best_loss 6.113
+"""
+JSON_LOG = """\
+2026-11-25 02:29:05 | INFO | fairseq_cli.train | {'_name': None, 'common': {'log_format': 'json'}}
+2026-11-25 02:29:05 | INFO | train_inner | {"epoch": 1, "update": 0.4, "loss": "6.447", "ppl": "87.2", "num_updates": "2", "lr": "0.005"}
+2026-11-25 02:29:05 | INFO | valid | {"epoch": 1, "valid_loss": "6.371", "valid_ppl": "82.74", "valid_num_updates": "5"}
+2026-11-25 02:29:05 | INFO | valid | {"epoch": 2, "valid_loss": "6.07", "valid_ppl": "60.5", "valid_num_updates": "10", "valid_best_loss": "6.07"}
+"""
+
+
+def script(name):
+    return runpy.run_path(str(REPO / "scripts" / f"{name}.py"), run_name=f"script_{name}")
+
+
+def assert_png(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+
+
+def test_plot_curves_reads_both_log_formats(tmp_path, capsys):
+    (tmp_path / "simple.log").write_text(SIMPLE_LOG, encoding="utf-8")
+    (tmp_path / "json.log").write_text(JSON_LOG, encoding="utf-8")
+    png = tmp_path / "curves.png"
+    script("plot_curves")["main"]([f"a={tmp_path / 'simple.log'}", str(tmp_path / "json.log"),
+                                   "--train-loss", "--png", str(png)])
+    out = capsys.readouterr().out
+    assert "| a | 2 | 67.22 | 10 | 67.22 |" in out and "| json | 2 | 60.50 | 10 | 60.50 |" in out
+    assert_png(png)
+    with pytest.raises(SystemExit, match="no validation on subset 'test'"):
+        script("plot_curves")["main"]([str(tmp_path / "json.log"), "--subset", "test", "--png", str(png)])
+    (tmp_path / "other.log").write_text("hello\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="other.log: no fairseq-train statistics"):
+        script("plot_curves")["main"]([str(tmp_path / "other.log"), "--png", str(png)])
+
+
+def test_bleu_by_length_table_and_plot(tmp_path, capsys):
+    lengths = [3, 12, 20, 75, 10]  # bucket edges are inclusive: 10 and 20 close their buckets
+    sources = [" ".join(["w"] * n) for n in lengths]
+    refs = ["the cat sat on the mat", "a dog ran in the park today", "it is a fine day for it",
+            "one two three four five six", "we go home now"]
+    for name, lines in (("src", sources), ("ref", refs)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "copy").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    # fairseq-generate output, out of order, --nbest 2: D- lines of the best are used
+    gen = []
+    for i in (4, 0, 3, 1, 2):
+        wrong = "completely unrelated words here" if i in (1, 2) else refs[i]
+        gen += [f"S-{i}\t{sources[i]}", f"H-{i}\t-0.5\tx", f"D-{i}\t-0.5\t{wrong}", f"D-{i}\t-0.9\tworse"]
+    (tmp_path / "gen.out").write_text("\n".join(gen) + "\n", encoding="utf-8")
+    png = tmp_path / "bleu.png"
+    script("bleu_by_length")["main"](["--source", str(tmp_path / "src"), "--reference", str(tmp_path / "ref"),
+                                      f"copy={tmp_path / 'copy'}", f"gen={tmp_path / 'gen.out'}",
+                                      "--png", str(png)])
+    out = capsys.readouterr().out
+    assert "| <=10 | 2 | 100.00 | 100.00 |" in out
+    assert "| 11-20 | 2 | 100.00 | 0.00 |" in out
+    assert "| 21-30 | 0 | - | - |" in out and "| >70 | 1 | 100.00 | 100.00 |" in out
+    assert_png(png)
+    (tmp_path / "short").write_text("one line\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="short: 1 lines, but the source has 5"):
+        script("bleu_by_length")["main"](["--source", str(tmp_path / "src"), "--reference",
+                                          str(tmp_path / "ref"), str(tmp_path / "short")])
+
+
+def test_local_p_windows_by_hand():
+    windows_of = script("plot_attention")["windows_of"]
+    # p_t of 4 steps (3 target words + EOS), 4 source words (EOS at position 4), D = 1
+    p_values = [torch.tensor([[0.2]]), torch.tensor([[2.7]]), torch.tensor([[4.9]]), torch.tensor([[3.5]])]
+    spans, centres = windows_of(p_values, 3, input_word=False, window=1, n_src=4)
+    assert spans == [(0, 1), (1, 3), (3, 3)] and centres == pytest.approx([0.2, 2.7, 3.5])
+    spans, _ = windows_of(p_values, 3, input_word=True, window=1, n_src=4)
+    assert spans == [(1, 3), (3, 3), (2, 3)]
+    spans, _ = windows_of([torch.tensor([[6.0, 7.0]])], 1, input_word=False, window=1, n_src=4)
+    assert spans == [(3, 3)]  # centred on EOS (p_t clipped to S - 1): the last word is in the window
+    spans, _ = windows_of([torch.tensor([[6.0, 7.0]])], 1, input_word=False, window=0, n_src=4)
+    assert spans == [None]  # D = 0 on EOS: no word in the window, nothing to draw
+
+
+def test_plot_attention_writes_a_png_per_line(centre_model, tmp_path, capsys):
+    (tmp_path / "src").write_text("twenty zebra one\nseven cats\n", encoding="utf-8")
+    (tmp_path / "tgt").write_text("Zwanzig Zebra Eins\nSieben Katzen\n", encoding="utf-8")
+    main = script("plot_attention")["main"]
+    common = [str(centre_model / "bin"), "--path", str(centre_model / "crafted.pt"), "--source",
+              str(tmp_path / "src"), "--out-dir", str(tmp_path / "maps")]
+    main(common + ["--target", str(tmp_path / "tgt"), "--lines", "1", "2"])
+    main(common + ["--lines", "2", "--out-dir", str(tmp_path / "translated"), "--beam", "2"])  # translate first
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(tmp_path / "maps" / "attention_1.png"), str(tmp_path / "maps" / "attention_2.png"),
+                       str(tmp_path / "translated" / "attention_2.png")]
+    for path in printed:
+        assert_png(tmp_path / path)
+    with pytest.raises(SystemExit, match="--lines 3: .* has 2 lines"):
+        main(common + ["--lines", "3"])
