@@ -29,6 +29,7 @@ def main(argv=None):
     parser.add_argument("--edges", type=int, nargs="+", default=None,
                         help="upper bucket edges in words (default: the paper's 10 20 ... 70)")
     parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, intl, ja-mecab, ...)")
+    parser.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (sacreBLEU -lc)")
     parser.add_argument("--png", default=None, help="line plot of BLEU per bucket")
     args = parser.parse_args(argv)
 
@@ -46,15 +47,18 @@ def main(argv=None):
     except ValueError as err:
         raise SystemExit(f"error: {err}")
     lengths = [len(s.split()) for s in sources]
-    scores, counts = bleu_by_length(lengths, references, systems, groups, args.tokenize)
+    scores, counts = bleu_by_length(lengths, references, systems, groups, args.tokenize, args.lowercase)
     names = list(systems)
-    print(f"sacreBLEU ({args.tokenize}) by source length in words, {len(sources)} sentences:\n")
+    case = ", lowercased" if args.lowercase else ""
+    print(f"sacreBLEU ({args.tokenize}{case}) by source length in words, {len(sources)} sentences:\n")
     print("| source words | sentences | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     for k, group in enumerate(groups):
         cells = ["-" if scores[n][k] is None else f"{scores[n][k]:.2f}" for n in names]
         print(f"| {group.label} | {counts[k]} | " + " | ".join(cells) + " |")
-    total = [f"{sacrebleu.corpus_bleu(systems[n], [references], tokenize=args.tokenize).score:.2f}" for n in names]
+    total = [sacrebleu.corpus_bleu(systems[n], [references], tokenize=args.tokenize, lowercase=args.lowercase)
+             for n in names]
+    total = [f"{bleu.score:.2f}" for bleu in total]
     print(f"| all | {len(sources)} | " + " | ".join(total) + " |")
     if args.png:
         from fairseq_luong.analysis.plots import plot_bleu_by_length

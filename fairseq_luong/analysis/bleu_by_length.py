@@ -56,7 +56,7 @@ def read_translations(path: str, n: int) -> List[str]:
 
 
 def bleu_by_length(lengths: List[int], references: List[str], systems: Dict[str, List[str]],
-                   groups: List[Bucket], tokenize: str = "13a"):
+                   groups: List[Bucket], tokenize: str = "13a", lowercase: bool = False):
     """{system: [BLEU or None (empty bucket)]}, and the number of sentences per bucket."""
     index = [bucket_of(n, groups) for n in lengths]
     counts = [index.count(k) for k in range(len(groups))]
@@ -68,7 +68,8 @@ def bleu_by_length(lengths: List[int], references: List[str], systems: Dict[str,
             if not ids:
                 row.append(None)
                 continue
-            bleu = sacrebleu.corpus_bleu([hyps[i] for i in ids], [[references[i] for i in ids]], tokenize=tokenize)
+            bleu = sacrebleu.corpus_bleu([hyps[i] for i in ids], [[references[i] for i in ids]],
+                                         tokenize=tokenize, lowercase=lowercase)
             row.append(bleu.score)
         scores[name] = row
     return scores, counts
