@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """BLEU by source sentence length (Luong et al. 2015, Fig. 6): a table and a PNG plot.
 
-Groups the test sentences by the number of words (whitespace tokens) of their source
-and computes sacreBLEU per group for each system, against the raw reference text (never
-fairseq's T- lines). Default groups are the paper's: <=10, 11-20, ..., 61-70, >70
-(``--edges 10 20 30 40 50 60 70``). A system file is plain text (one translation a line)
+Groups the test sentences by the number of words (whitespace tokens) of their source,
+computes sacreBLEU per group for each system against the raw reference text (never
+fairseq's T- lines), prints a table and writes a line plot (--png). Default groups are
+the paper's: <=10, 11-20, ..., 61-70, >70 (``--edges 10 20 30 40 50 60 70``). A system file is plain text (one translation a line)
 or fairseq-generate output (its D- lines, i.e. detokenised hypotheses, the best of
 --nbest, in sentence order). Also prints the whole test set's BLEU.
 
@@ -30,7 +30,7 @@ def main(argv=None):
                         help="upper bucket edges in words (default: the paper's 10 20 ... 70)")
     parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, intl, ja-mecab, ...)")
     parser.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (sacreBLEU -lc)")
-    parser.add_argument("--png", default=None, help="line plot of BLEU per bucket")
+    parser.add_argument("--png", required=True, help="where to write the line plot of BLEU per bucket")
     args = parser.parse_args(argv)
 
     import sacrebleu
@@ -60,13 +60,11 @@ def main(argv=None):
              for n in names]
     total = [f"{bleu.score:.2f}" for bleu in total]
     print(f"| all | {len(sources)} | " + " | ".join(total) + " |")
-    if args.png:
-        from fairseq_luong.analysis.plots import plot_bleu_by_length
+    from fairseq_luong.analysis.plots import plot_bleu_by_length
 
-        labels = [g.label for g in groups]
-        plot_bleu_by_length(labels, [(n, scores[n]) for n in names], args.png,
-                            title=f"BLEU by source length ({os.path.basename(args.reference)})")
-        print(f"\nplot: {args.png}")
+    plot_bleu_by_length([g.label for g in groups], [(n, scores[n]) for n in names], args.png,
+                        title=f"BLEU by source length ({os.path.basename(args.reference)})")
+    print(f"\nplot: {args.png}")
 
 
 if __name__ == "__main__":

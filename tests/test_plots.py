@@ -72,7 +72,8 @@ def test_bleu_by_length_table_and_plot(tmp_path, capsys):
     assert "| 21-30 | 0 | - | - |" in out and "| >70 | 1 | 100.00 | 100.00 |" in out
     assert_png(png)
     (tmp_path / "upper").write_text("\n".join(r.upper() for r in refs) + "\n", encoding="utf-8")
-    args = ["--source", str(tmp_path / "src"), "--reference", str(tmp_path / "ref"), str(tmp_path / "upper")]
+    args = ["--source", str(tmp_path / "src"), "--reference", str(tmp_path / "ref"), str(tmp_path / "upper"),
+            "--png", str(png)]
     script("bleu_by_length")["main"](args)
     assert "| all | 5 | 0.00 |" in capsys.readouterr().out
     script("bleu_by_length")["main"](args + ["--lowercase"])
@@ -80,7 +81,7 @@ def test_bleu_by_length_table_and_plot(tmp_path, capsys):
     (tmp_path / "short").write_text("one line\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="short: 1 lines, but the source has 5"):
         script("bleu_by_length")["main"](["--source", str(tmp_path / "src"), "--reference",
-                                          str(tmp_path / "ref"), str(tmp_path / "short")])
+                                          str(tmp_path / "ref"), str(tmp_path / "short"), "--png", str(png)])
 
 
 def test_local_p_windows_by_hand():
