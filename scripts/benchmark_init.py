@@ -101,7 +101,8 @@ def main(argv=None):
             train(bin_dir, name, args, log_path)
         log = read_training_log(log_path)
         logs[name] = log.valid.get("valid", [])
-        minutes[name] = log.train[-1].stats.get("train_wall", float("nan")) / 60 if log.train else float("nan")
+        # fairseq logs each epoch's training time (train_wall) at the end of the epoch
+        minutes[name] = sum(r.stats.get("train_wall", float("nan")) for r in log.train) / 60
         if len(logs[name]) != args.epochs:
             raise SystemExit(f"error: {log_path}: {len(logs[name])} validations for {args.epochs} epochs")
 
