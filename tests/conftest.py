@@ -34,6 +34,7 @@ def data_bin(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="session")
 def centre_model(tmp_path_factory):
     """Raw word-level data and a crafted model attending to each source's centre
     (tests/helpers.py: build_centre_model)."""
