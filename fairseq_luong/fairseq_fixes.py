@@ -19,6 +19,8 @@ import logging
 import numpy as np
 from fairseq.data import data_utils
 
+from .patching import wrap_once
+
 logger = logging.getLogger(__name__)
 
 
@@ -34,9 +36,7 @@ def _keep_final_batch(batch_by_size):
             batches = list(batches) + [indices[covered:]]
         return batches
 
-    wrapper.__fairseq_luong_wrapped__ = True
     return wrapper
 
 
-if not getattr(data_utils.batch_by_size, "__fairseq_luong_wrapped__", False):
-    data_utils.batch_by_size = _keep_final_batch(data_utils.batch_by_size)
+wrap_once(data_utils, "batch_by_size", _keep_final_batch)

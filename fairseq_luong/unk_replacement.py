@@ -45,6 +45,8 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import FairseqTask
 from fairseq.tokenizer import tokenize_line
 
+from .patching import wrap_once
+
 # what argparse stores for a bare ``--replace-unk`` (GenerationConfig's argparse_const)
 _BARE_FLAG = "@@ "
 
@@ -192,7 +194,6 @@ def post_process_prediction(original):
         hypo_tokens = tgt_dict.encode_line(hypo_str, add_if_not_exist=True)
         return hypo_tokens, hypo_str, alignment
 
-    wrapper.__fairseq_luong_wrapped__ = True
     return wrapper
 
 
@@ -219,7 +220,6 @@ def prepare_for_inference(original):
                 cfg.generation.print_alignment = "hard"
         return original(self, cfg)
 
-    wrapper.__fairseq_luong_wrapped__ = True
     return wrapper
 
 
@@ -233,7 +233,6 @@ def build_generator(original):
         return original(self, models, args, seq_gen_cls=seq_gen_cls,
                         extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
 
-    wrapper.__fairseq_luong_wrapped__ = True
     return wrapper
 
 
@@ -246,26 +245,18 @@ def remember_interactive_sources(make_batches):
                 _LAST_INTERACTIVE_BATCH["words"] = [tokenize_line(encode_fn(lines[i])) for i in batch.ids.tolist()]
             yield batch
 
-    wrapper.__fairseq_luong_wrapped__ = True
     return wrapper
 
 
 def replaces_load_align_dict(original):
-    wrapper = functools.wraps(original)(lambda replace_unk: load_align_dict(replace_unk))
-    wrapper.__fairseq_luong_wrapped__ = True
-    return wrapper
+    return functools.wraps(original)(lambda replace_unk: load_align_dict(replace_unk))
 
 
-def _patch(owner, name, wrap):
-    if not getattr(getattr(owner, name), "__fairseq_luong_wrapped__", False):
-        setattr(owner, name, wrap(getattr(owner, name)))
-
-
-_patch(utils, "load_align_dict", replaces_load_align_dict)
-_patch(utils, "post_process_prediction", post_process_prediction)
-_patch(BaseFairseqModel, "prepare_for_inference_", prepare_for_inference)
-_patch(FairseqTask, "build_generator", build_generator)
-_patch(fairseq_cli.interactive, "make_batches", remember_interactive_sources)
+wrap_once(utils, "load_align_dict", replaces_load_align_dict)
+wrap_once(utils, "post_process_prediction", post_process_prediction)
+wrap_once(BaseFairseqModel, "prepare_for_inference_", prepare_for_inference)
+wrap_once(FairseqTask, "build_generator", build_generator)
+wrap_once(fairseq_cli.interactive, "make_batches", remember_interactive_sources)
 _main = sys.modules.get("__main__")
 if getattr(getattr(_main, "__spec__", None), "name", None) == "fairseq_cli.interactive":
-    _patch(_main, "make_batches", remember_interactive_sources)  # python -m fairseq_cli.interactive
+    wrap_once(_main, "make_batches", remember_interactive_sources)  # python -m fairseq_cli.interactive
