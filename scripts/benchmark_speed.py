@@ -34,6 +34,7 @@ This takes long (about 55 min with the README's options); it is a benchmark, not
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -276,6 +277,22 @@ def base_name(name):
     return name.split("@")[0]
 
 
+def has_arch(checkout, arch):
+    """Whether the fairseq_luong of ``checkout`` registers ``arch``: fairseq's own archs (``lstm``)
+    and archs added since that checkout run once, not also as NAME@before."""
+    # @register_model_architecture("model", "ARCH"), or @register_model("ARCH", ...) (a model's name
+    # is also an arch of its defaults)
+    pattern = re.compile(r'register_model_architecture\(\s*"[^"]+",\s*"{0}"\s*\)|register_model\(\s*"{0}"'
+                         .format(re.escape(arch)))
+    models = os.path.join(checkout, "fairseq_luong", "models")
+    for name in sorted(os.listdir(models)):
+        if name.endswith(".py"):
+            with open(os.path.join(models, name), encoding="utf-8") as f:
+                if pattern.search(f.read()):
+                    return True
+    return False
+
+
 def run_worker(kind, bin_dir, name, layers, hidden, opts):
     arch, extra, criterion = SYSTEMS[base_name(name)]
     opts = dict(opts)
@@ -332,7 +349,8 @@ def main(argv=None):
         if not os.path.isdir(os.path.join(args.before, "fairseq_luong")):
             raise SystemExit(f"error: --before {args.before}: no fairseq_luong/ there")
         args.systems = [x for n in args.systems
-                        for x in ([n] if n == "lstm" or n in BOUNDS else [n, n + "@before"])]
+                        for x in ([n, n + "@before"] if n not in BOUNDS
+                                  and has_arch(args.before, SYSTEMS[n][0]) else [n])]
     bin_dir = prepare_data(args.data, args.work)
     vocab, src_per_tgt, src_len = data_stats(bin_dir)
     peak = gemm_peak(args.threads)
