@@ -190,3 +190,43 @@ def build_centre_model(root):
     state["model"]["decoder.attention.W_p.weight"].zero_()  # p_t = S sigmoid(0) = S / 2
     torch.save(state, root / "crafted.pt")
     return root
+
+
+# perSPE data path: lines that broke it before the one normalisation, with the
+# Japanese each must become. (Japanese, English, normalised Japanese)
+ODD_LINES = [
+    ("ハ\u309aンを食へ\u3099る。", "i eat bread .", "パンを食べる。"),  # NFD kana
+    ("私は\r学生です。", "i am a\r student .", "私は 学生です。"),  # a stray \r
+    ("\u3000彼女は\u3000医者です。\u3000", "she is a doctor .", "彼女は 医者です。"),  # U+3000
+    ("彼は\x07来\x00なかった。\x1c", "he did n't come .\x0b", "彼は 来 なかった。"),  # controls
+    ("左\t右\x85上\u2028下", "left\tright up down", "左 右 上 下"),  # tab, NEL, U+2028
+    ("\ufeffこれは\u200bペンです。", "this is a pen .", "これはペンです。"),  # BOM, ZWSP
+    ("ﾃﾆｽとＤＮＡ１２３を調べる。", "i study tennis and dna 123 .", "テニスとDNA123を調べる。"),
+    ("今日は晴れです。\r", "it is sunny today .\r", "今日は晴れです。"),  # CRLF
+    ("\u3000\x07", "nothing .", ""),  # nothing left
+]
+
+
+def write_aspec_format(dest, data_dir, sizes, odd_lines=True):
+    """ASPEC-JE-format files (train/train-1.txt, dev/dev.txt, test/test.txt) from the
+    line-aligned {split}.{en,ja} of ``data_dir`` (small_parallel_enja: its Japanese
+    words are joined again), the first ``sizes[split]`` pairs of each split, with
+    :data:`ODD_LINES` in train and dev when ``odd_lines``. Returns the line counts."""
+    dest = Path(dest)
+    counts = {}
+    for split, n in sizes.items():
+        with open(Path(data_dir) / f"{split}.ja", encoding="utf-8") as fja, \
+                open(Path(data_dir) / f"{split}.en", encoding="utf-8") as fen:
+            pairs = [(ja.rstrip("\n").replace(" ", ""), en.rstrip("\n"))
+                     for _, ja, en in zip(range(n), fja, fen)]
+        if odd_lines and split != "test":
+            pairs[1:1] = [(ja, en) for ja, en, _ in ODD_LINES]
+        name = {"train": "train/train-1.txt", "dev": "dev/dev.txt", "test": "test/test.txt"}[split]
+        path = dest / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            for i, (ja, en) in enumerate(pairs):
+                head = f"0.{900 - i % 900:03d} ||| " if split == "train" else ""
+                f.write(f"{head}A-A{i // 10:04d} ||| {i % 10 + 1} ||| {ja} ||| {en}\n")
+        counts[split] = len(pairs)
+    return counts

@@ -34,8 +34,14 @@ def build(data_dir, *extra, encoder_pos="spe", decoder_pos="perspe"):
     return task.build_model(args), task.build_criterion(args), task
 
 
+def shifted(chunks):
+    """The ids of the decoder inputs </s> t_1 ... t_{n-1}: -1 for the BOS, no </s> id."""
+    return [-1] + chunks[:-1]
+
+
 def make_sample(task, chunks=CHUNKS, left_pad_target=False, seed=0):
-    """A batch as TargetChunksDataset collates it: target_chunks aligned with target."""
+    """A batch as TargetChunksDataset collates it: prev_output_chunks aligned with
+    prev_output_tokens."""
     src_d, tgt_d = task.source_dictionary, task.target_dictionary
     g = torch.Generator().manual_seed(seed)
     tgts = [torch.cat([torch.randint(tgt_d.nspecial, len(tgt_d), (len(c) - 1,), generator=g),
@@ -56,7 +62,7 @@ def make_sample(task, chunks=CHUNKS, left_pad_target=False, seed=0):
             "prev_output_tokens": pad(tgts, tgt_d.pad(), left_pad_target, move_eos_to_beginning=True),
         },
         "target": pad(tgts, tgt_d.pad(), left_pad_target),
-        "target_chunks": pad([torch.tensor(c) for c in chunks], -1, left_pad_target),
+        "prev_output_chunks": pad([torch.tensor(shifted(c)) for c in chunks], -1, left_pad_target),
     }
 
 
@@ -145,7 +151,7 @@ def test_validation_loss_is_unperturbed(data_dir):
 def test_token_mode_draws_every_token_independently(data_dir):
     model, criterion, task = build(data_dir, "--perturb-unit", "token", "--perturb-range", "1")
     sample = make_sample(task, chunks=[[0] * 30 + [1]])  # one 30-token phrase
-    del sample["target_chunks"]  # token mode needs no chunk files
+    del sample["prev_output_chunks"]  # token mode needs no chunk files
     offsets = decoder_offsets(criterion, model, sample)[0]
     assert offsets[0] == 0  # BOS
     assert len(set(offsets[1:].tolist())) == 3  # phrase mode would give one value
@@ -154,21 +160,59 @@ def test_token_mode_draws_every_token_independently(data_dir):
 def test_phrase_mode_needs_chunk_ids(data_dir):
     model, criterion, task = build(data_dir)
     sample = make_sample(task)
-    del sample["target_chunks"]
+    del sample["prev_output_chunks"]
     model.train()
     with pytest.raises(ValueError, match="translation_chunks"):
         criterion(model, sample)
 
 
 def test_source_side_gets_token_offsets(data_dir):
+    """--encoder-pos perspe: each real source token an offset of its own, uniform in
+    [-k, k] (so non-zero 6 times in 7 for k = 3), padding none."""
     model, criterion, task = build(data_dir, "--perturb-range", "3", encoder_pos="perspe",
                                    decoder_pos="spe")
     sample = make_sample(task)
-    offsets = criterion.position_offsets(model, sample)
-    assert set(offsets) == {"src_position_offsets"}
-    src = sample["net_input"]["src_tokens"]
-    assert offsets["src_position_offsets"][src.eq(task.source_dictionary.pad())].eq(0).all()
-    assert offsets["src_position_offsets"].abs().max() <= 3
+    src = sample["net_input"]["src_tokens"]  # 3 x 7, left-padded
+    real = src.ne(task.source_dictionary.pad())
+    torch.manual_seed(2)
+    draws = []
+    for _ in range(400):
+        offsets = criterion.position_offsets(model, sample)
+        assert set(offsets) == {"src_position_offsets"}
+        assert offsets["src_position_offsets"][~real].eq(0).all()
+        draws.append(offsets["src_position_offsets"])
+    draws = torch.stack(draws)  # 400 x 3 x 7
+    values = draws[:, real]  # 400 x real tokens
+    freqs = torch.bincount(values.reshape(-1) + 3, minlength=7).float() / values.numel()
+    assert len(freqs) == 7 and (freqs - 1 / 7).abs().max() < 0.02, freqs
+    # neighbours are drawn independently: equal one time in 7
+    same = (draws[:, 0, -2] == draws[:, 0, -1]).float().mean()
+    assert abs(same - 1 / 7) < 0.06, same
+
+
+def test_phrases_of_one_sentence_are_drawn_independently(data_dir):
+    """perSPE draws per phrase, not per sentence: with k = 1 two phrases of one
+    sentence (and the same phrase of two sentences) share an offset one time in
+    three, and each pair of offsets is equally likely. A whole-sentence shift
+    would give them the same offset every time."""
+    model, criterion, task = build(data_dir, "--perturb-range", "1")
+    chunks = [[0, 0, 1, 1, 1, 2, 3], [0, 1, 1, 2, 2, 3]]
+    sample = make_sample(task, chunks=chunks)
+    torch.manual_seed(3)
+    draws = torch.stack([decoder_offsets(criterion, model, sample) for _ in range(3000)])
+    # decoder inputs 1 and 3 hold target tokens 0 and 2: phrases 0 and 1 of
+    # sentence 0; inputs 1 and 2 hold phrases 0 and 1 of sentence 1
+    pairs = {
+        "phrases 0, 1 of sentence 0": (draws[:, 0, 1], draws[:, 0, 3]),
+        "phrases 1, 2 of sentence 0": (draws[:, 0, 3], draws[:, 0, 6]),
+        "phrases 0, 1 of sentence 1": (draws[:, 1, 1], draws[:, 1, 2]),
+        "phrase 0 of sentences 0, 1": (draws[:, 0, 1], draws[:, 1, 1]),
+    }
+    for name, (a, b) in pairs.items():
+        same = (a == b).float().mean().item()
+        assert abs(same - 1 / 3) < 0.04, f"{name}: equal in {same:.3f} of the draws"
+        joint = torch.bincount((a + 1) * 3 + (b + 1), minlength=9).float() / len(a)
+        assert (joint - 1 / 9).abs().max() < 0.03, f"{name}: {joint}"
 
 
 def test_model_without_perturbable_positions_is_refused(data_dir):

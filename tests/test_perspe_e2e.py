@@ -1,20 +1,28 @@
-"""End to end through the CLI on a slice of small_parallel_enja:
-SentencePiece -> fairseq-preprocess -> chunk_japanese -> project_chunks ->
-fairseq-train (translation_chunks, transformer_perspe_tiny, perSPE criterion) ->
-fairseq-generate, every fairseq stage with --user-dir."""
+"""The perSPE recipe end to end through its command line, on ASPEC-format files made
+from a slice of small_parallel_enja plus the odd lines of tests/helpers.py:
+
+examples/perspe/run.sh prepare (extract, normalise, joint SentencePiece,
+fairseq-preprocess --joined-dictionary, chunk, project) -> train (one seed,
+--encoder-pos perspe --decoder-pos perspe, shared embeddings, a tiny model) ->
+eval (fairseq-generate with --user-dir, sacreBLEU on normalised text), and
+what the recipe promises: progress on the terminal, changed options refused,
+eval cached until the checkpoint changes, no fairseq BLEU4 line."""
+import json
 import os
-import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-USER_DIR = str(REPO / "fairseq_luong")
-DATA = REPO.parent / "shared" / "data" / "small_parallel_enja"
-BIN = Path(sys.executable).parent
-SLICES = {"train": 400, "dev": 40, "test": 20}
+from tests.helpers import ODD_LINES, REPO, SHARED_DATA, bin_path, write_aspec_format
+
+DATA = SHARED_DATA / "small_parallel_enja"
+RUN = REPO / "examples" / "perspe" / "run.sh"
+SIZES = {"train": 300, "dev": 30, "test": 20}
+TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32",
+        "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",
+        "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
+        "--decoder-attention-heads", "2", "--save-interval-updates", "0"]
+SYSTEM = ["--encoder-pos", "perspe", "--decoder-pos", "perspe", "--perturb-range", "1"]
 
 pytestmark = pytest.mark.skipif(
     not (DATA / "train.ja").exists(),
@@ -22,81 +30,68 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run(*cmd, cwd=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=cwd, env=env)
-    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stderr[-3000:]}"
+def run_sh(work, *words, check=True):
+    env = dict(os.environ, ASPEC=str(work / "aspec"), WORK=str(work / "run"), PRESET="small",
+               VOCAB="700", TABLE="1", MAX_TOKENS="512", SEEDS="1", MAX_UPDATE="4",
+               OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
+               PATH=os.path.dirname(bin_path("python")) + os.pathsep + os.environ["PATH"])
+    proc = subprocess.run(["bash", str(RUN), *words], capture_output=True, text=True, env=env)
+    if check:
+        assert proc.returncode == 0, f"run.sh {' '.join(words)} failed:\n{proc.stderr[-4000:]}"
     return proc
 
 
-def python(script, *args):
-    return run(sys.executable, script, *args)
-
-
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    """Raw slices -> pieces -> data-bin with chunk ids for train and valid (not test)."""
+def recipe(tmp_path_factory):
     work = tmp_path_factory.mktemp("perspe_e2e")
-    spm_tool = REPO / "examples" / "common" / "spm_tool.py"
-    for split, n in SLICES.items():
+    counts = write_aspec_format(work / "aspec", DATA, SIZES)
+    prepared = run_sh(work, "prepare")
+    trained = run_sh(work, "train", "sys", "--", *SYSTEM, *TINY)
+    return work, counts, prepared.stderr, trained.stderr
+
+
+def test_prepare_takes_aspec_and_odd_lines(recipe):
+    work, counts, log, _ = recipe
+    run = work / "run"
+    for split, n in counts.items():
         for lang in ("en", "ja"):
-            with open(DATA / f"{split}.{lang}", encoding="utf-8") as f:
-                lines = [next(f) for _ in range(n)]
-            if lang == "ja":  # KyTea-segmented: remove the spaces to get raw Japanese
-                lines = [line.replace(" ", "") for line in lines]
-            (work / f"{split}.raw.{lang}").write_text("".join(lines), encoding="utf-8")
-    for lang in ("en", "ja"):
-        python(spm_tool, "train", "--input", work / f"train.raw.{lang}",
-               "--model-prefix", work / f"spm.{lang}", "--vocab-size", "800")
-        for split in SLICES:
-            with open(work / f"{split}.raw.{lang}") as fin, open(work / f"{split}.spm.{lang}", "w") as fout:
-                subprocess.run([sys.executable, str(spm_tool), "encode", "--model",
-                                str(work / f"spm.{lang}.model")], stdin=fin, stdout=fout, check=True)
-    run(BIN / "fairseq-preprocess", "-s", "en", "-t", "ja", "--trainpref", work / "train.spm",
-        "--validpref", work / "dev.spm", "--testpref", work / "test.spm",
-        "--destdir", work / "data-bin", "--workers", "1")
-    for split, name in (("train", "train"), ("dev", "valid")):
-        python(REPO / "scripts" / "chunk_japanese.py", "-i", work / f"{split}.raw.ja",
-               "-o", work / f"{split}.chunks.ja", "--workers", "2")
-        python(REPO / "scripts" / "project_chunks.py", "--pieces", work / f"{split}.spm.ja",
-               "--chunks", work / f"{split}.chunks.ja", "--spm-model", work / "spm.ja.model",
-               "--output", work / "data-bin" / f"{name}.en-ja.ja.chunks")
-    return work
+            assert len((run / "text" / f"{split}.{lang}").read_bytes().split(b"\n")) == n + 1
+    normalised = (run / "text" / "train.ja").read_text(encoding="utf-8").split("\n")
+    assert normalised[1:1 + len(ODD_LINES)] == [want for _, _, want in ODD_LINES]
+    assert "0 line(s) given one phrase per piece" in log and "pieces per phrase" in log
+    dicts = {lang: (run / "data-bin" / f"dict.{lang}.txt").read_text() for lang in ("en", "ja")}
+    assert dicts["en"] == dicts["ja"]  # --joined-dictionary
 
 
-@pytest.fixture(scope="module")
-def trained(prepared):
-    work = prepared
-    proc = run(
-        BIN / "fairseq-train", work / "data-bin", "--user-dir", USER_DIR,
-        "--task", "translation_chunks", "-s", "en", "-t", "ja",
-        "--arch", "transformer_perspe_tiny", "--encoder-pos", "spe", "--decoder-pos", "perspe",
-        "--criterion", "perspe_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-        "--perturb-range", "1", "--perturb-unit", "phrase",
-        "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "1000", "--max-update", "4",
-        "--save-dir", work / "checkpoints", "--no-epoch-checkpoints", "--seed", "1",
-        "--log-format", "simple", "--log-interval", "1", "--no-progress-bar",
-    )
-    return work, proc.stdout + proc.stderr
+def test_train_reports_progress_and_reads_chunks(recipe):
+    work, _, _, log = recipe
+    seed_dir = work / "run" / "systems" / "sys" / "seed1"
+    assert f"log: {seed_dir}/train.log" in log
+    assert "[perspe] sys seed 1: epoch 1, 4 updates, train loss" in log
+    train_log = (seed_dir / "train.log").read_text()
+    assert "train: target chunk ids from" in train_log and "valid: target chunk ids from" in train_log
+    assert "--share-all-embeddings" in (seed_dir / "settings").read_text()
 
 
-def test_training_reads_chunks_and_validates(trained):
-    work, log = trained
-    assert "train: target chunk ids from" in log and "valid: target chunk ids from" in log
-    losses = [float(x) for x in re.findall(r"\| valid on 'valid' subset \| loss ([\d.]+)", log)]
-    assert losses and all(0 < x < 20 for x in losses)
-    assert (work / "checkpoints" / "checkpoint_last.pt").exists()
+def test_changed_options_are_refused(recipe):
+    work, _, _, _ = recipe
+    proc = run_sh(work, "train", "sys", "--", *SYSTEM[:3], "spe", *TINY, check=False)
+    assert proc.returncode != 0
+    assert "before: --decoder-pos perspe" in proc.stderr and "now:    --decoder-pos spe" in proc.stderr
+    assert "refusing to resume sys seed 1" in proc.stderr
+    assert "trained already" in run_sh(work, "train", "sys", "--", *SYSTEM, *TINY).stderr
 
 
-@pytest.mark.parametrize("subset,chunks", [("test", False), ("valid", True)])
-def test_generate_with_and_without_chunk_files(trained, subset, chunks):
-    work, _ = trained
-    has_chunks = (work / "data-bin" / f"{subset}.en-ja.ja.chunks.bin").exists()
-    assert has_chunks == chunks
-    proc = run(BIN / "fairseq-generate", work / "data-bin", "--user-dir", USER_DIR,
-               "--task", "translation_chunks", "-s", "en", "-t", "ja", "--gen-subset", subset,
-               "--path", work / "checkpoints" / "checkpoint_last.pt",
-               "--beam", "2", "--max-len-b", "20", "--batch-size", "16")
-    n = SLICES["test" if subset == "test" else "dev"]
-    assert len(re.findall(r"^H-\d+\t", proc.stdout, flags=re.M)) == n
-    assert "BLEU" in proc.stdout
+def test_eval_scores_normalised_text_and_caches_until_the_checkpoint_changes(recipe):
+    work, counts, _, _ = recipe
+    seed_dir = work / "run" / "systems" / "sys" / "seed1"
+    first = run_sh(work, "eval", "sys")
+    assert "translating test with sys seed 1" in first.stderr
+    assert "| sys | 1 |" in first.stdout and "normalize_line" in first.stdout
+    assert "BLEU4" not in (seed_dir / "generate.out").read_text()
+    scores = json.loads((seed_dir / "bleu.json").read_text())
+    assert scores["sentences"] == counts["test"] and "ja-mecab" in scores["signature"]
+    assert "translating" not in run_sh(work, "eval", "sys").stderr  # cached
+    later = (seed_dir / "bleu.json").stat().st_mtime + 10
+    os.utime(seed_dir / "checkpoints" / "checkpoint_last.pt", (later, later))  # a newer checkpoint
+    assert "translating test with sys seed 1" in run_sh(work, "eval", "sys").stderr

@@ -58,6 +58,9 @@ def batch(task, src_lengths=(7, 5, 3), tgt_lengths=(6, 6, 6), seed=0):
     src_d, tgt_d = task.source_dictionary, task.target_dictionary
     srcs, tgts = sentences(src_d, src_lengths, seed), sentences(tgt_d, tgt_lengths, seed + 1)
     return {
+        "id": torch.arange(len(srcs)),
+        "nsentences": len(srcs),
+        "ntokens": sum(tgt_lengths),
         "net_input": {
             "src_tokens": data_utils.collate_tokens(srcs, src_d.pad(), left_pad=True),
             "src_lengths": torch.tensor(src_lengths),
@@ -65,6 +68,10 @@ def batch(task, src_lengths=(7, 5, 3), tgt_lengths=(6, 6, 6), seed=0):
                 tgts, tgt_d.pad(), tgt_d.eos(), left_pad=False, move_eos_to_beginning=True),
         },
         "target": data_utils.collate_tokens(tgts, tgt_d.pad(), left_pad=False),
+        # two-token phrases, aligned with prev_output_tokens (BOS: -1), as the
+        # translation_chunks collater makes them
+        "prev_output_chunks": data_utils.collate_tokens(
+            [torch.tensor([-1] + [i // 2 for i in range(n - 1)]) for n in tgt_lengths], -1),
     }
 
 
@@ -221,25 +228,130 @@ def test_offsets_move_the_perspe_side_and_zero_offsets_do_not(data_dir):
     assert (moved - plain).abs().max() > 1e-3
 
 
-def test_perspe_generates_like_spe_with_the_same_weights(data_dir):
-    perspe, task, _ = build(data_dir, "--encoder-pos", "perspe", "--decoder-pos", "perspe")
-    spe, _, _ = build(data_dir, "--encoder-pos", "spe", "--decoder-pos", "spe", seed=2)
-    spe.load_state_dict(perspe.state_dict(), strict=True)  # perSPE adds no parameters
+def translate(model, task, sample):
+    """Beam search (2) as fairseq-generate runs it: best hypothesis and its scores."""
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=2, max_len_b=6)
+    model.eval()
+    with torch.no_grad():
+        hypos = generator.generate([model], sample)
+    return [h[0]["tokens"].tolist() for h in hypos], torch.cat([h[0]["positional_scores"] for h in hypos])
+
+
+def test_perspe_changes_translations_only_through_training(data_dir):
+    """Same start, same batches, no dropout: perSPE training moves the weights away
+    from SPE training (so it is not SPE), yet the perSPE model translates exactly
+    like an SPE model with its weights (generation uses plain positions)."""
+    no_dropout = ("--dropout", "0", "--criterion", "perspe_label_smoothed_cross_entropy",
+                  "--label-smoothing", "0.1")
+    spe, task, args = build(data_dir, "--encoder-pos", "spe", "--decoder-pos", "spe", *no_dropout)
+    perspe, _, _ = build(data_dir, "--encoder-pos", "spe", "--decoder-pos", "perspe",
+                         *no_dropout, seed=2)
+    perspe.load_state_dict(spe.state_dict(), strict=True)  # perSPE adds no parameters
+    criterion = task.build_criterion(args)
     sample = batch(task)
-    outs = []
-    for model in (perspe, spe):
-        generator = SequenceGenerator([model], task.target_dictionary, beam_size=2, max_len_b=6)
-        with torch.no_grad():
-            outs.append([h[0]["tokens"].tolist() for h in generator.generate([model], sample)])
-    assert outs[0] == outs[1]
+    for model in (spe, perspe):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        model.train()
+        for step in range(3):
+            torch.manual_seed(step)  # as fairseq: seed + update number
+            optimizer.zero_grad()
+            criterion(model, sample)[0].backward()
+            optimizer.step()
+    moved = max((a - b).abs().max().item()
+                for a, b in zip(spe.parameters(), perspe.parameters()))
+    assert moved > 1e-3, "perSPE training gave the weights SPE training gives"
+
+    spe_like, _, _ = build(data_dir, "--encoder-pos", "spe", "--decoder-pos", "spe", seed=3)
+    spe_like.load_state_dict(perspe.state_dict(), strict=True)
+    tokens, scores = translate(perspe, task, sample)
+    tokens_spe_like, scores_spe_like = translate(spe_like, task, sample)
+    assert tokens == tokens_spe_like
+    torch.testing.assert_close(scores, scores_spe_like, rtol=0, atol=0)
+    tokens_spe, scores_spe = translate(spe, task, sample)
+    assert tokens_spe != tokens or not torch.allclose(scores, scores_spe, atol=1e-4)
 
 
-def test_rpe_state_dict_round_trip(data_dir):
-    a, task, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe")
-    b, _, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe", seed=5)
-    keys = [k for k in a.state_dict() if "relative_attention_bias" in k]
-    assert len(keys) == 4  # one table per self-attention layer (2 + 2 tiny layers)
+# half precision
+
+@pytest.mark.parametrize("encoder_pos,decoder_pos", COMBINATIONS)
+def test_half_precision_training_forward(data_dir, encoder_pos, decoder_pos):
+    """model.half() (what --fp16 does): a training forward with perturbed positions
+    stays in float16 on every side (perSPE positions come in the table's dtype)."""
+    model, task, args = build(data_dir, "--encoder-pos", encoder_pos, "--decoder-pos", decoder_pos,
+                              "--perturb-range", "2")
+    criterion = task.build_criterion(args)
+    model.half().train()
+    sample = batch(task)
+    seen = []
+    model.encoder.register_forward_hook(
+        lambda module, args, out: seen.append(("encoder out", out["encoder_out"][0].dtype)))
+    model.decoder.output_projection.register_forward_pre_hook(
+        lambda module, args: seen.append(("decoder out", args[0].dtype)))
+    with torch.no_grad():
+        loss, _, _ = criterion(model, sample)
+    assert seen == [("encoder out", torch.float16), ("decoder out", torch.float16)]
+    assert torch.isfinite(loss)
+
+
+@pytest.mark.parametrize("encoder_pos,decoder_pos", COMBINATIONS)
+def test_bf16_autocast_training_step(data_dir, encoder_pos, decoder_pos):
+    """bf16 autocast (--bf16 --amp's CPU equivalent): forward and backward are finite
+    and every parameter gets a gradient."""
+    model, task, args = build(data_dir, "--encoder-pos", encoder_pos, "--decoder-pos", decoder_pos,
+                              "--perturb-range", "2")
+    criterion = task.build_criterion(args)
+    model.train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, _, _ = criterion(model, batch(task))
+    loss.backward()
+    assert torch.isfinite(loss)
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+
+
+# relative position bias tables
+
+def rpe_table_keys(model):
+    return [k for k in model.state_dict() if "relative_attention_bias" in k]
+
+
+def test_rpe_table_is_shared_by_the_layers_of_each_side_as_in_t5(data_dir):
+    model, task, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe")
+    assert rpe_table_keys(model) == ["encoder.relative_position_bias.relative_attention_bias.weight",
+                                     "decoder.relative_position_bias.relative_attention_bias.weight"]
+    for side in (model.encoder, model.decoder):
+        for layer in side.layers:
+            assert layer.self_attn.relative_position_bias is side.relative_position_bias
+    # changing the one table changes every layer's logits
+    net_input = batch(task)["net_input"]
+    with torch.no_grad():
+        before = model.encoder(net_input["src_tokens"], net_input["src_lengths"])["encoder_out"][0]
+        model.encoder.relative_position_bias.relative_attention_bias.weight.normal_()
+        after = model.encoder(net_input["src_tokens"], net_input["src_lengths"])["encoder_out"][0]
+    assert (before - after).abs().max() > 1e-3
+    half = model.half()
+    assert half.encoder.layers[1].self_attn.relative_position_bias.relative_attention_bias.weight.dtype \
+        == torch.float16
+
+
+def test_rpe_per_layer_tables(data_dir):
+    a, task, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe", "--rpe-per-layer")
+    b, _, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe", "--rpe-per-layer",
+                    seed=5)
+    assert len(rpe_table_keys(a)) == 4  # one table per self-attention layer (2 + 2 tiny layers)
     b.load_state_dict(a.state_dict(), strict=True)
     net_input = batch(task)["net_input"]
     with torch.no_grad():
         torch.testing.assert_close(a(**net_input)[0], b(**net_input)[0])
+
+
+def test_checkpoints_with_a_table_per_layer_load_into_the_default_model(data_dir):
+    """Checkpoints saved before --rpe-per-layer existed have a table in every layer;
+    fairseq builds their model shared (the arch default) and loads them into it."""
+    old, task, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe", "--rpe-per-layer")
+    new, _, _ = build(data_dir, "--encoder-pos", "rpe", "--decoder-pos", "rpe", seed=4)
+    new.load_state_dict(old.state_dict(), strict=True)  # fairseq's, with its upgrade step
+    assert rpe_table_keys(new) == rpe_table_keys(old)
+    net_input = batch(task)["net_input"]
+    with torch.no_grad():
+        torch.testing.assert_close(new(**net_input)[0], old(**net_input)[0])

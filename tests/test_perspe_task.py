@@ -7,7 +7,7 @@ import torch
 from fairseq import options, tasks
 from fairseq.data import indexed_dataset
 
-from fairseq_luong.tasks.chunk_dataset import ChunkLengthError, TargetChunksDataset
+from fairseq_luong.data.target_chunks_dataset import ChunkLengthError, TargetChunksDataset
 from tests.helpers import USER_DIR, save_dictionaries
 
 N_SENTENCES = 41
@@ -90,12 +90,22 @@ def test_chunk_ids_follow_their_sentences_through_batching(data, extra, request)
     task = setup(path, *extra)
     seen = set()
     for batch in batches(task, "train"):
-        target, ids = batch["target"], batch["target_chunks"]  # bsz x tgt_len
-        assert ids.shape == target.shape
+        prev, ids = batch["net_input"]["prev_output_tokens"], batch["prev_output_chunks"]
+        target = batch["target"]  # bsz x tgt_len, like prev and ids
+        assert ids.shape == prev.shape == target.shape
         real = target.ne(task.target_dictionary.pad())
-        assert torch.equal(ids.ne(-1), real)  # same padding, same side
         for row, sample_id in enumerate(batch["id"].tolist()):
-            assert ids[row][real[row]].tolist() == chunks[sample_id]
+            # the phrase of each target token, placed like the target ...
+            want = torch.full_like(target[row], -1)
+            want[real[row]] = torch.tensor(chunks[sample_id])
+            # ... and of each decoder input: input j holds target token j - 1
+            # (fairseq's shift), and the BOS has no phrase
+            assert ids[row].tolist() == [-1] + want[:-1].tolist()
+            fed = real[row, :-1] & prev[row, 1:].ne(1)  # target tokens fed to the decoder
+            assert fed.sum() >= len(chunks[sample_id]) - 1
+            assert torch.equal(prev[row, 1:][fed], target[row, :-1][fed])
+            if "--num-batch-buckets" not in extra:  # buckets feed the final </s> too
+                assert ids[row][prev[row].ne(1)].tolist() == [-1] + chunks[sample_id][:-1]
             seen.add(sample_id)
     # length filtering dropped the long ones, shuffling and sorting kept the rest
     assert 0 < len(seen) < N_SENTENCES
@@ -105,7 +115,7 @@ def test_split_without_chunk_file_loads_plain(data):
     path, _ = data
     task = setup(path)
     for batch in batches(task, "valid"):
-        assert "target_chunks" not in batch and batch["target"] is not None
+        assert "prev_output_chunks" not in batch and batch["target"] is not None
 
 
 def test_length_mismatch_names_sentence_and_file(data, tmp_path):

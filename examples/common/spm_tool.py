@@ -2,17 +2,28 @@
 """Train, apply and undo a SentencePiece model (the pip package has no command-line tools).
 
 Usage:
-  python spm_tool.py train  --input train.ja --model-prefix spm/ja --vocab-size 8000
-  python spm_tool.py encode --model spm/ja.model < raw.ja > pieces.ja
-  python spm_tool.py decode --model spm/ja.model < pieces.ja > raw.ja
+  python spm_tool.py train  --input train.en train.ja --model-prefix spm/joint --vocab-size 16000
+  python spm_tool.py encode --model spm/joint.model < raw.ja > pieces.ja
+  python spm_tool.py decode --model spm/joint.model < pieces.ja > raw.ja
 
-encode writes space-separated pieces, one sentence a line, as fairseq-preprocess
-reads them; decode undoes it (fairseq-generate's hypotheses -> raw text).
+train makes one unigram model from all --input files (space- or comma-separated:
+a joint vocabulary for all of them, as Oka et al. 2022 and Multi30k's recipe use).
+--normalization-rule-name identity keeps the text as it is, for text normalised
+beforehand (examples/perspe: scripts/normalize_text.py), so that the pieces spell
+exactly that text. encode writes space-separated pieces, one sentence a line, as
+fairseq-preprocess reads them; decode undoes it (fairseq-generate's hypotheses ->
+raw text). Only "\\n" ends a line (a lone "\\r" inside a line stays in it).
 """
 import argparse
 import sys
 
 import sentencepiece as spm
+
+
+def stdin_lines():
+    """Lines of stdin split at b"\\n" only (text mode would also split at a lone \\r)."""
+    for raw in sys.stdin.buffer:
+        yield raw.rstrip(b"\n").decode("utf-8")
 
 
 def main(argv=None):
@@ -22,13 +33,17 @@ def main(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train a unigram model on one text file")
-    train.add_argument("--input", required=True,
-                       help="text file(s), comma-separated: one model for all (a joint vocabulary)")
+    train = sub.add_parser("train", help="train a unigram model on one or more text files")
+    train.add_argument("--input", required=True, nargs="+",
+                       help="text file(s), space- or comma-separated: one model for all "
+                            "(a joint vocabulary)")
     train.add_argument("--model-prefix", required=True, help="writes PREFIX.model, PREFIX.vocab")
     train.add_argument("--vocab-size", type=int, required=True)
     train.add_argument("--character-coverage", type=float, default=0.9995,
                        help="0.9995 suits Japanese; 1.0 for small alphabets")
+    train.add_argument("--normalization-rule-name", default="nmt_nfkc",
+                       help="SentencePiece's normalizer (default: %(default)s, SentencePiece's "
+                            "own; identity for text normalised beforehand)")
     train.add_argument("--input-sentence-size", type=int, default=2000000,
                        help="train on a random sample of at most this many lines")
     for name in ("encode", "decode"):
@@ -38,21 +53,21 @@ def main(argv=None):
 
     if args.command == "train":
         spm.SentencePieceTrainer.train(
-            input=args.input, model_prefix=args.model_prefix, vocab_size=args.vocab_size,
-            character_coverage=args.character_coverage, model_type="unigram",
+            input=",".join(args.input), model_prefix=args.model_prefix,
+            vocab_size=args.vocab_size, character_coverage=args.character_coverage,
+            normalization_rule_name=args.normalization_rule_name, model_type="unigram",
             input_sentence_size=args.input_sentence_size, shuffle_input_sentence=True,
             hard_vocab_limit=False,  # small corpora may hold fewer pieces
             minloglevel=2,
         )
         return
     sp = spm.SentencePieceProcessor(model_file=args.model)
-    for line in sys.stdin:
-        line = line.rstrip("\n")
+    out = sys.stdout
+    for line in stdin_lines():
         if args.command == "encode":
-            out = " ".join(sp.encode(line, out_type=str))
+            out.write(" ".join(sp.encode(line, out_type=str)) + "\n")
         else:
-            out = sp.decode(line.split())
-        sys.stdout.write(out + "\n")
+            out.write(sp.decode(line.split()) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,159 +1,274 @@
 #!/usr/bin/env bash
 # perSPE (Oka, Tanaka & Nagata, NLP2022) on English->Japanese with fairseq_luong.
 #
-#   bash examples/perspe/run.sh prepare              # SentencePiece, binarize, chunk, project
-#   bash examples/perspe/run.sh train NAME [-- fairseq-train options]
-#   bash examples/perspe/run.sh eval NAME            # translate test, sacreBLEU -tok ja-mecab
-#   bash examples/perspe/run.sh all                  # prepare; train and eval spe_spe, spe_perspe
+#   run.sh prepare                  extract, normalise, joint SentencePiece, binarize, chunk, project
+#   run.sh train NAME [-- OPTIONS]  train system NAME once per seed in $SEEDS
+#   run.sh eval NAME                translate test with each seed, score, mean and spread
+#   run.sh table NAME...            finished systems side by side (mean, sd, range over seeds)
+#   run.sh all                      prepare; train and eval spe_spe and spe_perspe; table
 #
+# The data (one of the two):
+#   ASPEC=DIR     the ASPEC-JE folder (train/train-1.txt, dev/dev.txt, test/test.txt)
+#   DATA=DIR      {train,dev,test}.{en,ja}, one sentence a line (IWSLT17 en-ja, small_parallel_enja)
 # Settings (environment variables):
-#   DATA          folder with {train,dev,test}.{en,ja}, one sentence a line
-#                 (default: ../shared/data/small_parallel_enja beside the checkout)
-#   JA_SEGMENTED  1 if the Japanese has spaces between words, as in small_parallel_enja
-#                 (they are removed); 0 for raw Japanese such as ASPEC (default: 1)
-#   PRESET        small: a 2+2-layer, 128-dim model that trains in minutes on a CPU;
-#                 base: Vaswani et al.'s base sizes, for a GPU and ASPEC (default: small)
-#   WORK          where everything goes (default: runs/perspe/<name of DATA> in the checkout)
-#   VOCAB         SentencePiece vocabulary per language (default: 4000 small, 16000 base)
-#   MAX_UPDATE    training budget in updates (default: 1600 small, 100000 base)
-#   SEED          (default: 1)
+#   PRESET        paper: the paper's setup (Transformer base, joint 16K SentencePiece,
+#                 shared embeddings, 100K updates; for GPUs); small: a CPU-sized model
+#                 for small_parallel_enja (default: paper)
+#   TABLE         whose batch size: 2 or 3 (8192 tokens per update, default 3), 1 or 4 (2048)
+#   GPUS          GPUs fairseq-train will use (default 1)
+#   MAX_TOKENS    tokens per GPU and step (default: the whole batch); --update-freq is
+#                 BATCH / (GPUS x MAX_TOKENS) and must come out whole
+#   SEEDS         seeds per system (default "1 2 3"); eval and table report mean and spread
+#   VOCAB         joint SentencePiece vocabulary (default 16000 paper, 8000 small)
+#   MAX_UPDATE    updates (default 100000 paper, 2400 small)
+#   JA_SEGMENTED  1 if the Japanese has spaces between words, as small_parallel_enja:
+#                 they are removed (default 0)
+#   WORK          where everything goes (default: runs/perspe/<name of ASPEC or DATA>)
+#   RETRAIN       1: a seed trained with other options is deleted and trained again
+#                 (default: refuse and say what differs)
 #   PERSPE_LOCK   if set, training and translation run under `flock $PERSPE_LOCK`
 #
-# NAME is a folder under $WORK/systems; options after -- choose the system, e.g.
+# NAME is a folder under $WORK/systems; OPTIONS after -- choose the system, e.g.
 #   run.sh train spe_perspe -- --encoder-pos spe --decoder-pos perspe --perturb-range 1
-# Every step is resumable: finished steps are skipped, training continues from
-# checkpoint_last.pt. Delete a step's output to redo it.
+# Every step is resumable: finished steps are skipped, a seed's training continues from its
+# checkpoint_last.pt when its options are unchanged, eval redoes a seed whose checkpoint is
+# newer than its score. Training prints one line per epoch; the full log is named.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
+SPM_TOOL="$REPO/examples/common/spm_tool.py"  # shared with the other recipes
 
-DATA="${DATA:-$REPO/../shared/data/small_parallel_enja}"
-JA_SEGMENTED="${JA_SEGMENTED:-1}"
-PRESET="${PRESET:-small}"
-WORK="${WORK:-$REPO/runs/perspe/$(basename "$DATA")}"
-SEED="${SEED:-1}"
-case "$PRESET" in
-  small) VOCAB="${VOCAB:-4000}" MAX_UPDATE="${MAX_UPDATE:-1600}"
-         MODEL=(--arch transformer_perspe --encoder-layers 2 --decoder-layers 2
-                --encoder-embed-dim 128 --encoder-ffn-embed-dim 512
-                --encoder-attention-heads 4 --decoder-attention-heads 4
-                --share-decoder-input-output-embed --dropout 0.1
-                --lr 0.002 --warmup-updates 400 --max-tokens 2048) ;;
-  base)  VOCAB="${VOCAB:-16000}" MAX_UPDATE="${MAX_UPDATE:-100000}"
-         MODEL=(--arch transformer_perspe --share-decoder-input-output-embed --dropout 0.1
-                --lr 0.0007 --warmup-updates 4000 --max-tokens 4096 --update-freq 8) ;;
-  *) echo "run.sh: PRESET must be small or base, not $PRESET" >&2; exit 2 ;;
+PRESET="${PRESET:-paper}"
+TABLE="${TABLE:-3}"
+GPUS="${GPUS:-1}"
+SEEDS="${SEEDS:-1 2 3}"
+JA_SEGMENTED="${JA_SEGMENTED:-0}"
+case "$TABLE" in
+  2|3) BATCH=8192 ;;
+  1|4) BATCH=2048 ;;
+  *) echo "run.sh: TABLE must be 1, 2, 3 or 4, not $TABLE" >&2; exit 2 ;;
 esac
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+case "$PRESET" in
+  paper)  # Vaswani et al. (2017) base, as the paper (see examples/perspe/README.md)
+    VOCAB="${VOCAB:-16000}" MAX_UPDATE="${MAX_UPDATE:-100000}"
+    MODEL=(--arch transformer_perspe --share-all-embeddings --dropout 0.1
+           --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 --clip-norm 0.0
+           --lr 0.0007 --lr-scheduler inverse_sqrt --warmup-updates 4000
+           --save-interval-updates 5000 --keep-interval-updates 1 --log-interval 100) ;;
+  small)  # small_parallel_enja on a CPU: 3+3 layers of 256, tied embeddings
+    VOCAB="${VOCAB:-8000}" MAX_UPDATE="${MAX_UPDATE:-2400}"
+    MODEL=(--arch transformer_perspe --share-all-embeddings --dropout 0.1
+           --encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 256 --decoder-embed-dim 256
+           --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024
+           --encoder-attention-heads 4 --decoder-attention-heads 4
+           --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 --clip-norm 0.0
+           --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates 800
+           --save-interval-updates 800 --keep-interval-updates 1 --log-interval 100) ;;
+  *) echo "run.sh: PRESET must be paper or small, not $PRESET" >&2; exit 2 ;;
+esac
+MAX_TOKENS="${MAX_TOKENS:-$(( BATCH / GPUS ))}"
+if (( MAX_TOKENS * GPUS > BATCH || BATCH % (MAX_TOKENS * GPUS) != 0 )); then
+  echo "run.sh: a batch of $BATCH tokens (TABLE=$TABLE) is not a whole number of steps of" \
+       "MAX_TOKENS=$MAX_TOKENS on GPUS=$GPUS; choose MAX_TOKENS dividing $(( BATCH / GPUS ))" >&2
+  exit 2
+fi
+UPDATE_FREQ=$(( BATCH / (MAX_TOKENS * GPUS) ))
 
+if [[ -n "${ASPEC:-}" ]]; then SOURCE="aspec:$ASPEC"; NAME_OF_DATA="$(basename "$ASPEC")"
+elif [[ -n "${DATA:-}" ]]; then SOURCE="text:$DATA"; NAME_OF_DATA="$(basename "$DATA")"
+else SOURCE=""; NAME_OF_DATA=""; fi
+WORK="${WORK:-$REPO/runs/perspe/${NAME_OF_DATA:-none}}"
+
+usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
 command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh"
 export PYTHONWARNINGS=ignore
 heavy() { if [[ -n "${PERSPE_LOCK:-}" ]]; then flock "$PERSPE_LOCK" "$@"; else "$@"; fi; }
 say() { echo "[perspe] $*" >&2; }
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+# The settings a step's output depends on, checked against what made it before;
+# one option and its values a line.
+check_settings() {  # FILE WHAT WORDS...
+  local file="$1" what="$2"; shift 2
+  local want; want="$(printf '%s\n' "$@" | awk 'NR > 1 && /^--/ {print line; line = ""}
+    {line = line (line == "" ? "" : " ") $0} END {print line}')"
+  if [[ -f "$file" ]]; then
+    if [[ "$(cat "$file")" != "$want" ]]; then
+      echo "run.sh: $what was made with other settings:" >&2
+      diff <(cat "$file") <(echo "$want") | grep '^[<>]' | sed 's/^</  before:/; s/^>/  now:   /' >&2 || true
+      return 1
+    fi
+  else
+    mkdir -p "$(dirname "$file")"; echo "$want" > "$file"
+  fi
+}
 
 prepare() {
-  mkdir -p "$WORK/raw" "$WORK/spm" "$WORK/chunks"
-  local split lang
+  [[ -n "$SOURCE" ]] || die "set ASPEC=DIR (ASPEC-JE) or DATA=DIR ({train,dev,test}.{en,ja}); see examples/perspe/README.md"
+  check_settings "$WORK/prepare.settings" "$WORK" --source "$SOURCE" --vocab "$VOCAB" \
+    --ja-segmented "$JA_SEGMENTED" \
+    || die "use another WORK, or delete $WORK to prepare it again"
+  mkdir -p "$WORK/raw" "$WORK/text" "$WORK/spm" "$WORK/chunks"
+  local t0=$SECONDS split lang
+  if [[ ! -f "$WORK/raw/.done" ]]; then
+    if [[ "$SOURCE" == aspec:* ]]; then
+      say "extracting ASPEC-JE ($ASPEC)"
+      python "$HERE/aspec_to_text.py" --aspec "$ASPEC" --output "$WORK/raw"
+    else
+      for split in train dev test; do for lang in en ja; do
+        [[ -f "$DATA/$split.$lang" ]] || die "$DATA/$split.$lang not found (see examples/perspe/README.md)"
+        cp "$DATA/$split.$lang" "$WORK/raw/$split.$lang"
+      done; done
+    fi
+    if [[ "$JA_SEGMENTED" == 1 ]]; then
+      for split in train dev test; do sed -i 's/ //g' "$WORK/raw/$split.ja"; done
+    elif head -1000 "$WORK/raw/train.ja" | awk '/[^ ] [^ ]/ {n++} END {exit !(NR > 0 && n > NR / 2)}'; then
+      say "warning: most lines of train.ja have spaces between words; if the Japanese is" \
+          "word-segmented (KyTea, MeCab), set JA_SEGMENTED=1"
+    fi
+    touch "$WORK/raw/.done"
+  fi
   for split in train dev test; do
-    for lang in en ja; do
-      [[ -f "$DATA/$split.$lang" ]] || { echo "run.sh: $DATA/$split.$lang not found (see examples/perspe/README.md)" >&2; exit 1; }
-      if [[ ! -f "$WORK/raw/$split.$lang" ]]; then
-        if [[ "$lang" == ja && "$JA_SEGMENTED" == 1 ]]; then
-          sed 's/ //g' "$DATA/$split.$lang" > "$WORK/raw/$split.$lang.part"
-        else
-          cp "$DATA/$split.$lang" "$WORK/raw/$split.$lang.part"
-        fi
-        mv "$WORK/raw/$split.$lang.part" "$WORK/raw/$split.$lang"
-      fi
-    done
     [[ $(wc -l < "$WORK/raw/$split.en") == $(wc -l < "$WORK/raw/$split.ja") ]] \
-      || { echo "run.sh: $DATA/$split.en and $split.ja differ in line count" >&2; exit 1; }
+      || die "$split.en and $split.ja differ in line count ($WORK/raw)"
   done
 
-  for lang in en ja; do
-    if [[ ! -f "$WORK/spm/$lang.model" ]]; then
-      say "SentencePiece $lang ($VOCAB pieces)"
-      local coverage=1.0; [[ "$lang" == ja ]] && coverage=0.9995
-      python "$REPO/examples/common/spm_tool.py" train --input "$WORK/raw/train.$lang" \
-        --model-prefix "$WORK/spm/$lang" --vocab-size "$VOCAB" --character-coverage "$coverage"
+  # One normalisation (NFKC, control and format characters, spacing) of both
+  # sides before anything else; SentencePiece then runs with its identity rule.
+  if [[ ! -f "$WORK/text/.done" ]]; then
+    say "normalising the raw text (scripts/normalize_text.py)"
+    local ins=() outs=()
+    for split in train dev test; do for lang in en ja; do
+      ins+=("$WORK/raw/$split.$lang"); outs+=("$WORK/text/$split.$lang")
+    done; done
+    python "$REPO/scripts/normalize_text.py" -i "${ins[@]}" -o "${outs[@]}"
+    touch "$WORK/text/.done"
+  fi
+
+  if [[ ! -f "$WORK/spm/joint.model" ]]; then
+    say "joint SentencePiece model, $VOCAB pieces, on train.en + train.ja"
+    python "$SPM_TOOL" train --input "$WORK/text/train.en" "$WORK/text/train.ja" \
+      --model-prefix "$WORK/spm/joint" --vocab-size "$VOCAB" --character-coverage 0.9995 \
+      --normalization-rule-name identity
+  fi
+  for split in train dev test; do for lang in en ja; do
+    if [[ ! -f "$WORK/spm/$split.$lang" ]]; then
+      python "$SPM_TOOL" encode --model "$WORK/spm/joint.model" \
+        < "$WORK/text/$split.$lang" > "$WORK/spm/$split.$lang.part"
+      mv "$WORK/spm/$split.$lang.part" "$WORK/spm/$split.$lang"
     fi
-    for split in train dev test; do
-      if [[ ! -f "$WORK/spm/$split.$lang" ]]; then
-        python "$REPO/examples/common/spm_tool.py" encode --model "$WORK/spm/$lang.model" \
-          < "$WORK/raw/$split.$lang" > "$WORK/spm/$split.$lang.part"
-        mv "$WORK/spm/$split.$lang.part" "$WORK/spm/$split.$lang"
-      fi
-    done
-  done
+  done; done
 
   if [[ ! -f "$WORK/data-bin/.done" ]]; then
-    say "fairseq-preprocess"
+    say "fairseq-preprocess --joined-dictionary"
     rm -rf "$WORK/data-bin"
-    fairseq-preprocess -s en -t ja --trainpref "$WORK/spm/train" --validpref "$WORK/spm/dev" \
-      --testpref "$WORK/spm/test" --destdir "$WORK/data-bin" --workers "$(nproc)" \
-      > "$WORK/preprocess.log" 2>&1 || { tail -20 "$WORK/preprocess.log" >&2; exit 1; }
+    fairseq-preprocess -s en -t ja --joined-dictionary --trainpref "$WORK/spm/train" \
+      --validpref "$WORK/spm/dev" --testpref "$WORK/spm/test" --destdir "$WORK/data-bin" \
+      --workers "$(nproc)" > "$WORK/preprocess.log" 2>&1 \
+      || { tail -20 "$WORK/preprocess.log" >&2; die "fairseq-preprocess failed (log: $WORK/preprocess.log)"; }
     touch "$WORK/data-bin/.done"
   fi
 
   # Phrases of the Japanese side, projected onto its pieces (train and dev:
   # only training perturbs; test needs none).
-  local name
-  for split in train dev; do
-    if [[ ! -f "$WORK/chunks/$split.ja" ]]; then
-      say "chunking $split.ja (MeCab + nltk)"
-      heavy python "$REPO/scripts/chunk_japanese.py" --input "$WORK/raw/$split.ja" \
-        --output "$WORK/chunks/$split.ja" --workers "$(nproc)"
-    fi
-    name=$split; [[ "$split" == dev ]] && name=valid
-    if [[ ! -f "$WORK/data-bin/$name.en-ja.ja.chunks.idx" ]]; then
-      python "$REPO/scripts/project_chunks.py" --pieces "$WORK/spm/$split.ja" \
-        --chunks "$WORK/chunks/$split.ja" --spm-model "$WORK/spm/ja.model" \
-        --output "$WORK/data-bin/$name.en-ja.ja.chunks"
-    fi
-  done
-}
-
-train() {
-  local name="$1"; shift
-  local dir="$WORK/systems/$name"
-  # fairseq-train restarted at --max-update would still do one more update
-  if [[ "$(cat "$dir/trained_updates" 2>/dev/null)" == "$MAX_UPDATE" ]]; then
-    say "$name: trained for $MAX_UPDATE updates already"; return
+  if [[ ! -f "$WORK/chunks/.done" ]]; then
+    say "chunking train.ja and dev.ja (MeCab + nltk)"
+    heavy python "$REPO/scripts/chunk_japanese.py" --workers "$(nproc)" \
+      --input "$WORK/text/train.ja" "$WORK/text/dev.ja" \
+      --output "$WORK/chunks/train.ja" "$WORK/chunks/dev.ja"
+    touch "$WORK/chunks/.done"
   fi
-  mkdir -p "$dir"
-  say "training $name: ${*:-(arch defaults)} for $MAX_UPDATE updates (log: $dir/train.log)"
-  heavy fairseq-train "$WORK/data-bin" --user-dir "$REPO/fairseq_luong" \
-    --task translation_chunks -s en -t ja "${MODEL[@]}" \
-    --criterion perspe_label_smoothed_cross_entropy --label-smoothing 0.1 \
-    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.0 \
-    --lr-scheduler inverse_sqrt --max-update "$MAX_UPDATE" --seed "$SEED" \
-    --save-dir "$dir/checkpoints" --no-epoch-checkpoints --save-interval-updates 1000 \
-    --keep-interval-updates 1 --log-format simple --log-interval 100 --no-progress-bar \
-    "$@" >> "$dir/train.log" 2>&1 || { tail -30 "$dir/train.log" >&2; exit 1; }
-  echo "$MAX_UPDATE" > "$dir/trained_updates"
-  grep -E "\| valid on 'valid'" "$dir/train.log" | tail -1 >&2 || true
+  if [[ ! -f "$WORK/data-bin/valid.en-ja.ja.chunks.idx" ]]; then
+    say "projecting the phrases onto the pieces"
+    python "$REPO/scripts/project_chunks.py" --spm-model "$WORK/spm/joint.model" \
+      --pieces "$WORK/spm/train.ja" "$WORK/spm/dev.ja" \
+      --chunks "$WORK/chunks/train.ja" "$WORK/chunks/dev.ja" \
+      --output "$WORK/data-bin/train.en-ja.ja.chunks" "$WORK/data-bin/valid.en-ja.ja.chunks"
+  fi
+  say "prepared $WORK/data-bin ($(( SECONDS - t0 )) s)"
 }
 
-evaluate() {
-  local name="$1" dir="$WORK/systems/$1"
-  if [[ -f "$dir/bleu.txt" ]]; then cat "$dir/bleu.txt"; return; fi
-  [[ -f "$dir/checkpoints/checkpoint_last.pt" ]] || { echo "run.sh: train $name first" >&2; exit 1; }
-  say "translating test with $name (beam 5)"
+# Reformat fairseq-train's log into one line per epoch on the terminal.
+progress() {  # LABEL
+  awk -v label="$1" '
+    /valid on .valid. subset/ { if (match($0, /\| loss [0-9.]+/)) valid = substr($0, RSTART + 7, RLENGTH - 7) }
+    /\| INFO \| train \| epoch/ {
+      epoch = $0; sub(/.*\| train \| epoch 0*/, "", epoch); sub(/ .*/, "", epoch)
+      loss = ""; if (match($0, /\| loss [0-9.]+/)) loss = substr($0, RSTART + 7, RLENGTH - 7)
+      upd = ""; if (match($0, /num_updates [0-9]+/)) upd = substr($0, RSTART + 12, RLENGTH - 12)
+      wall = ""; if (match($0, /wall [0-9]+/)) wall = substr($0, RSTART + 5, RLENGTH - 5)
+      printf "[perspe] %s: epoch %s, %s updates, train loss %s, valid loss %s, %.1f min\n", label, epoch, upd, loss, valid, wall / 60
+      fflush()
+    }
+    /Error|error:/ { print "[perspe] " label ": " $0; fflush() }'
+}
+
+train_seed() {  # NAME SEED OPTIONS...
+  local name="$1" seed="$2"; shift 2
+  local dir="$WORK/systems/$name/seed$seed"
+  local args=("$WORK/data-bin" --user-dir "$REPO/fairseq_luong" --task translation_chunks
+              -s en -t ja "${MODEL[@]}" --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ"
+              --criterion perspe_label_smoothed_cross_entropy --label-smoothing 0.1
+              --distributed-world-size "$GPUS" --max-update "$MAX_UPDATE" --seed "$seed" "$@")
+  # what the seed's checkpoints depend on: the data and every option but the paths
+  local data_id; data_id="$(cat "$WORK/prepare.settings" "$WORK/data-bin/dict.en.txt" | sha1sum | cut -c1-12)"
+  local settings=(--data "$data_id" "${args[@]:3}") refused
+  if ! refused="$(check_settings "$dir/settings" "$name seed $seed ($dir)" "${settings[@]}" 2>&1)"; then
+    echo "$refused" >&2
+    [[ "${RETRAIN:-0}" == 1 ]] \
+      || die "refusing to resume $name seed $seed with other options: use another NAME, or RETRAIN=1 to delete it and train again"
+    say "$name seed $seed: RETRAIN=1: deleting $dir and training it again"
+    rm -rf "$dir"
+    check_settings "$dir/settings" "" "${settings[@]}"
+  fi
+  if [[ -f "$dir/trained" ]]; then
+    say "$name seed $seed: trained already ($MAX_UPDATE updates)"; return
+  fi
+  say "training $name seed $seed: ${*:-(arch defaults)}; $MAX_UPDATE updates of $BATCH tokens" \
+      "(= --max-tokens $MAX_TOKENS x --update-freq $UPDATE_FREQ x $GPUS GPU(s)); log: $dir/train.log"
+  heavy fairseq-train "${args[@]}" --save-dir "$dir/checkpoints" --no-epoch-checkpoints \
+    --log-format simple --no-progress-bar 2>&1 | tee -a "$dir/train.log" | progress "$name seed $seed" >&2 \
+    || { tail -30 "$dir/train.log" >&2; die "training $name seed $seed failed (log: $dir/train.log)"; }
+  touch "$dir/trained"
+}
+
+train() {  # NAME OPTIONS...
+  local name="$1" seed word; shift
+  for word in "$@"; do
+    case "$word" in
+      --max-tokens*|--update-freq*|--seed*|--max-update*|--distributed-world-size*)
+        die "$word: the batch, seeds and updates come from TABLE, GPUS, MAX_TOKENS, SEEDS and MAX_UPDATE (see run.sh --help)" ;;
+    esac
+  done
+  [[ -f "$WORK/data-bin/.done" && -f "$WORK/data-bin/train.en-ja.ja.chunks.idx" ]] \
+    || die "no prepared data in $WORK: run prepare first (with the same ASPEC/DATA/WORK)"
+  for seed in $SEEDS; do train_seed "$name" "$seed" "$@"; done
+}
+
+evaluate_seed() {  # NAME SEED
+  local name="$1" seed="$2" dir="$WORK/systems/$1/seed$2"
+  local ckpt="$dir/checkpoints/checkpoint_last.pt"
+  [[ -f "$ckpt" ]] || die "$name seed $seed has no checkpoint: run.sh train $name first"
+  [[ -f "$dir/trained" ]] || say "warning: $name seed $seed has not finished training; scoring its last checkpoint"
+  if [[ -f "$dir/bleu.json" && "$dir/bleu.json" -nt "$ckpt" ]]; then return; fi
+  say "translating test with $name seed $seed (beam 5, $ckpt)"
   heavy fairseq-generate "$WORK/data-bin" --user-dir "$REPO/fairseq_luong" \
-    --task translation_chunks -s en -t ja --gen-subset test \
-    --path "$dir/checkpoints/checkpoint_last.pt" --beam 5 --batch-size 128 \
-    --post-process sentencepiece > "$dir/generate.out" 2> "$dir/generate.log" \
-    || { tail -20 "$dir/generate.log" >&2; exit 1; }
+    --task translation_chunks -s en -t ja --gen-subset test --path "$ckpt" \
+    --beam 5 --batch-size 128 --post-process sentencepiece \
+    > "$dir/generate.part" 2> "$dir/generate.log" \
+    || { tail -20 "$dir/generate.log" >&2; die "fairseq-generate failed (log: $dir/generate.log)"; }
+  # fairseq's closing "BLEU4 = ..." compares unsegmented Japanese word by word
+  # (one "word" a sentence) against its own T- lines: meaningless here, dropped
+  grep -v '^Generate test with beam=' "$dir/generate.part" > "$dir/generate.out"
+  rm -f "$dir/generate.part"
   grep '^H-' "$dir/generate.out" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$dir/test.hyp"
-  sacrebleu "$WORK/raw/test.ja" -i "$dir/test.hyp" -tok ja-mecab -m bleu chrf -w 2 \
-    > "$dir/bleu.json"
-  python - "$dir/bleu.json" "$name" > "$dir/bleu.txt" <<'PY'
-import json, sys
-scores = json.load(open(sys.argv[1]))
-print(f"{sys.argv[2]}\t" + "\t".join(f"{s['name']} {s['score']}" for s in scores)
-      + f"\t{scores[0]['signature']}")
-PY
-  cat "$dir/bleu.txt"
+  python "$HERE/score.py" score --hyp "$dir/test.hyp" --ref "$WORK/raw/test.ja" --json "$dir/bleu.json"
+}
+
+evaluate() {  # NAME
+  local name="$1" seed
+  for seed in $SEEDS; do evaluate_seed "$name" "$seed"; done
+  python "$HERE/score.py" table --work "$WORK" "$name"
 }
 
 cmd="${1:-}"; [[ $# -gt 0 ]] && shift
@@ -164,11 +279,13 @@ case "$cmd" in
     name="$1"; shift; [[ "${1:-}" == -- ]] && shift
     train "$name" "$@" ;;
   eval) [[ $# -eq 1 ]] || { usage; exit 2; }; evaluate "$1" ;;
+  table) [[ $# -ge 1 ]] || { usage; exit 2; }; python "$HERE/score.py" table --work "$WORK" "$@" ;;
   all)
     prepare
     train spe_spe --encoder-pos spe --decoder-pos spe
     train spe_perspe --encoder-pos spe --decoder-pos perspe --perturb-range 1 --perturb-unit phrase
-    evaluate spe_spe; evaluate spe_perspe ;;
+    for seed in $SEEDS; do evaluate_seed spe_spe "$seed"; evaluate_seed spe_perspe "$seed"; done
+    python "$HERE/score.py" table --work "$WORK" spe_spe spe_perspe ;;
   -h|--help) usage ;;
   *) usage; exit 2 ;;
 esac

@@ -3,14 +3,17 @@
 Oka, Tanaka & Nagata (NLP2022): during training only, each target phrase
 gets one random integer offset ``per`` drawn uniformly from [-k, +k], shared
 by the phrase's tokens and added to their positions before the sinusoid
-(eq. 3-4). Draws are fresh at every forward, so a sentence gets new offsets
-each time it is seen. Validation loss and generation use plain positions.
+(eq. 3-4). The criterion only decides what is drawn and for which side: the
+draw is :func:`phrase_offsets` beside the perturbed sinusoid, and the phrase
+ids arrive aligned with ``prev_output_tokens`` from the task's collater
+(``sample["prev_output_chunks"]``). Draws are fresh at every forward, so a
+sentence gets new offsets each time it is seen. Validation loss and
+generation use plain positions.
 """
 import logging
 from dataclasses import dataclass, field
 from typing import Dict
 
-import torch
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
@@ -18,6 +21,8 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
+
+from ..modules.perspe_sinusoidal_positional_embedding import phrase_offsets, token_phrase_ids
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +86,7 @@ class PerSPELabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterio
         offsets = {}
         if encoder.perturbs_positions:
             offsets["src_position_offsets"] = self.token_offsets(
-                sample["net_input"]["src_tokens"]
+                sample["net_input"]["src_tokens"], encoder.padding_idx
             )
         if decoder.perturbs_positions:
             offsets["tgt_position_offsets"] = self.decoder_offsets(sample)
@@ -93,44 +98,26 @@ class PerSPELabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterio
             self._warned_no_perspe = True
         return offsets
 
-    def draw(self, shape, device) -> Tensor:
-        """Integers drawn uniformly from [-k, +k]."""
-        k = self.perturb_range
-        return torch.randint(-k, k + 1, shape, device=device)
-
-    def token_offsets(self, tokens: Tensor) -> Tensor:
-        """One offset per token, 0 at padding; bsz x len like ``tokens``."""
-        return self.draw(tokens.shape, tokens.device).masked_fill(
-            tokens.eq(self.padding_idx), 0
-        )
+    def token_offsets(self, tokens: Tensor, *plain: int) -> Tensor:
+        """One offset per token of ``tokens``, 0 at the ``plain`` symbols."""
+        return phrase_offsets(token_phrase_ids(tokens, *plain), self.perturb_range)
 
     def decoder_offsets(self, sample) -> Tensor:
         """Offsets aligned with ``prev_output_tokens``; 0 for BOS and padding."""
         prev = sample["net_input"]["prev_output_tokens"]  # bsz x tgt_len
         if self.perturb_unit == "token":
-            offsets = self.draw(prev.shape, prev.device)  # bsz x tgt_len
-        else:
-            chunks = sample.get("target_chunks")  # bsz x tgt_len, -1 at padding
-            if chunks is None:
-                raise ValueError(
-                    "--perturb-unit phrase needs target chunk ids in each batch: use "
-                    "--task translation_chunks with chunk files from "
-                    "scripts/project_chunks.py (or --perturb-unit token)"
-                )
-            if chunks.shape != prev.shape:
-                raise ValueError(
-                    f"target_chunks {tuple(chunks.shape)} and prev_output_tokens "
-                    f"{tuple(prev.shape)} differ in shape"
-                )
-            per_phrase = self.draw((chunks.size(0), int(chunks.max()) + 1), chunks.device)
-            # bsz x n_phrases -> bsz x tgt_len, aligned with the target
-            target_offsets = per_phrase.gather(1, chunks.clamp(min=0))
-            target_offsets = target_offsets.masked_fill(chunks.lt(0), 0)
-            # prev_output_tokens is the target shifted right by one behind a
-            # leading </s> (also for left padding): token t of the target is
-            # input t + 1 of the decoder.
-            offsets = torch.cat(
-                [target_offsets.new_zeros(prev.size(0), 1), target_offsets[:, :-1]], dim=1
-            )  # bsz x tgt_len
-        # the leading </s> (BOS) and padding keep their plain positions
-        return offsets.masked_fill(prev.eq(self.eos_idx) | prev.eq(self.padding_idx), 0)
+            # the decoder's leading </s> is its BOS; no other input is </s>
+            return self.token_offsets(prev, self.padding_idx, self.eos_idx)
+        chunks = sample.get("prev_output_chunks")  # bsz x tgt_len, -1 at BOS and padding
+        if chunks is None:
+            raise ValueError(
+                "--perturb-unit phrase needs target chunk ids in each batch: use "
+                "--task translation_chunks with chunk files from "
+                "scripts/project_chunks.py (or --perturb-unit token)"
+            )
+        if chunks.shape != prev.shape:
+            raise ValueError(
+                f"prev_output_chunks {tuple(chunks.shape)} and prev_output_tokens "
+                f"{tuple(prev.shape)} differ in shape"
+            )
+        return phrase_offsets(chunks, self.perturb_range)

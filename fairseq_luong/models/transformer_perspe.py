@@ -9,7 +9,9 @@ methods, each taking ``--encoder-pos`` / ``--decoder-pos`` from:
 * ``spe``    fairseq's sinusoidal positions (Vaswani et al. 2017);
 * ``none``   no positions at all;
 * ``rpe``    no absolute positions; every self-attention adds a learned T5
-  bias per head and relative-position bucket to its logits (Table 1's RPE);
+  bias per head and relative-position bucket to its logits (Table 1's RPE),
+  from one table per encoder / decoder as in T5 (``--rpe-per-layer``: one
+  table per layer, as checkpoints saved before that option have);
 * ``perspe`` sinusoidal positions that the ``perspe_label_smoothed_cross_entropy``
   criterion perturbs in training (plain SPE in validation and generation).
 
@@ -18,6 +20,7 @@ The criterion hands the offsets to :meth:`TransformerPerSPEModel.forward` as
 ``src_tokens`` / ``prev_output_tokens``).
 """
 import contextlib
+import logging
 from typing import Optional
 
 from fairseq.distributed import fsdp_wrap
@@ -32,11 +35,16 @@ from fairseq.models.transformer import base_architecture as transformer_base_arc
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
-from ..modules.perspe_relative_decoder_layer import RelativePositionDecoderLayer
-from ..modules.perspe_relative_encoder_layer import RelativePositionEncoderLayer
 from ..modules.perspe_sinusoidal_positional_embedding import (
     PerturbedSinusoidalPositionalEmbedding,
 )
+from ..modules.relative_position_bias import (
+    RelativePositionBias,
+    RelativePositionDecoderLayer,
+    RelativePositionEncoderLayer,
+)
+
+logger = logging.getLogger(__name__)
 
 POSITION_CHOICES = ("spe", "none", "rpe", "perspe")
 
@@ -61,6 +69,9 @@ class TransformerPerSPEModel(TransformerModel):
                                  "(encoder: half before, half after the query)")
         parser.add_argument("--rpe-max-distance", type=int, metavar="N",
                             help="rpe distances from N on share the last bucket")
+        parser.add_argument("--rpe-per-layer", action="store_true",
+                            help="rpe: one bias table per self-attention layer instead "
+                                 "of T5's one table shared by the layers of each side")
 
     @classmethod
     def build_model(cls, args, task):
@@ -151,6 +162,44 @@ def build_positions(pos, max_positions, embed_dim, padding_idx, default):
     return None  # none, rpe: no absolute positions
 
 
+def use_relative_position_table(side, layer, cfg, num_heads, bidirectional):
+    """Give ``layer``'s self-attention T5's table, shared by ``side``'s layers, or its own.
+
+    The shared table is ``side.relative_position_bias`` (made with the first
+    layer: fairseq builds the layers inside ``side.__init__``); with
+    ``--rpe-per-layer`` each layer's attention holds one.
+    """
+    def new_table():
+        return RelativePositionBias(num_heads, cfg.rpe_num_buckets, cfg.rpe_max_distance,
+                                    bidirectional)
+
+    if cfg.rpe_per_layer:
+        layer.self_attn.use_table(new_table(), own=True)
+        return
+    if not hasattr(side, "relative_position_bias"):
+        side.relative_position_bias = new_table()
+    layer.self_attn.use_table(side.relative_position_bias, own=False)
+
+
+def load_per_layer_tables(side, state_dict, name):
+    """Let ``side`` load a state dict with one rpe table per layer although built shared.
+
+    Checkpoints saved before ``--rpe-per-layer`` existed (and the T5 shared
+    table became the default) hold a table in every layer; their args cannot
+    tell, because fairseq applies the architecture's defaults before building.
+    """
+    key = f"{name}.layers.0.self_attn.relative_position_bias.relative_attention_bias.weight"
+    shared = getattr(side, "relative_position_bias", None)
+    if key not in state_dict or shared is None:
+        return
+    for layer in side.layers:
+        table = RelativePositionBias(shared.num_heads, shared.num_buckets, shared.max_distance,
+                                     shared.bidirectional)
+        layer.self_attn.use_table(table.to(shared.relative_attention_bias.weight), own=True)
+    del side.relative_position_bias
+    logger.info(f"{name}: this checkpoint has one rpe table per layer (as with --rpe-per-layer)")
+
+
 def wrap_layer(layer, cfg):
     """What fairseq's ``build_{encoder,decoder}_layer`` do to a fresh layer."""
     checkpoint = cfg.checkpoint_activations
@@ -175,7 +224,13 @@ class PerSPETransformerEncoder(TransformerEncoderBase):
     def build_encoder_layer(self, cfg):
         if cfg.encoder_pos != "rpe":
             return super().build_encoder_layer(cfg)
-        return wrap_layer(RelativePositionEncoderLayer(cfg, return_fc=self.return_fc), cfg)
+        layer = RelativePositionEncoderLayer(cfg, return_fc=self.return_fc)
+        use_relative_position_table(self, layer, cfg, cfg.encoder.attention_heads, True)
+        return wrap_layer(layer, cfg)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        load_per_layer_tables(self, state_dict, name)
+        return super().upgrade_state_dict_named(state_dict, name)
 
 
 class PerSPETransformerDecoder(TransformerDecoderBase):
@@ -195,7 +250,13 @@ class PerSPETransformerDecoder(TransformerDecoderBase):
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         if cfg.decoder_pos != "rpe":
             return super().build_decoder_layer(cfg, no_encoder_attn)
-        return wrap_layer(RelativePositionDecoderLayer(cfg, no_encoder_attn), cfg)
+        layer = RelativePositionDecoderLayer(cfg, no_encoder_attn)
+        use_relative_position_table(self, layer, cfg, cfg.decoder.attention_heads, False)
+        return wrap_layer(layer, cfg)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        load_per_layer_tables(self, state_dict, name)
+        return super().upgrade_state_dict_named(state_dict, name)
 
 
 # architectures
@@ -208,6 +269,7 @@ def base_architecture(args):
     args.decoder_pos = getattr(args, "decoder_pos", "perspe")
     args.rpe_num_buckets = getattr(args, "rpe_num_buckets", 32)
     args.rpe_max_distance = getattr(args, "rpe_max_distance", 128)
+    args.rpe_per_layer = getattr(args, "rpe_per_layer", False)
     transformer_base_architecture(args)
 
 

@@ -1,7 +1,8 @@
 """Sinusoidal positions that can be perturbed: perSPE (Oka, Tanaka & Nagata, NLP2022).
 
 perSPE adds, during training only, an integer offset ``per`` to each token's
-position before taking the sinusoid (eq. 3-4). Plain calls are exactly
+position before taking the sinusoid (eq. 3-4), one offset per target phrase
+drawn uniformly from [-k, k] (:func:`phrase_offsets`). Plain calls are exactly
 fairseq's :class:`SinusoidalPositionalEmbedding` (same table, same
 incremental path), so a perSPE model translates like an SPE one.
 """
@@ -40,6 +41,37 @@ def perturbed_sinusoid(positions: Tensor, embedding_dim: int) -> Tensor:
     return emb
 
 
+def phrase_offsets(phrase_ids: Tensor, k: int) -> Tensor:
+    """perSPE's ``per``: one integer per phrase, uniform in [-k, k], shared by its tokens.
+
+    Oka, Tanaka & Nagata (NLP2022), section 3: each phrase of each sentence
+    gets its own draw, fresh at every call (fairseq reseeds torch with the
+    seed plus the update number, so a sentence gets new offsets each time it
+    is seen). ``phrase_ids`` is bsz x len with ids 0, 1, ... within each row
+    and -1 where positions stay plain (BOS, padding). Returns bsz x len
+    offsets, 0 at the -1 entries.
+    """
+    n_phrases = int(phrase_ids.max()) + 1 if phrase_ids.numel() else 0
+    per_phrase = torch.randint(
+        -k, k + 1, (phrase_ids.size(0), max(n_phrases, 1)), device=phrase_ids.device
+    )  # bsz x n_phrases
+    offsets = per_phrase.gather(1, phrase_ids.clamp(min=0))  # bsz x len
+    return offsets.masked_fill(phrase_ids.lt(0), 0)
+
+
+def token_phrase_ids(tokens: Tensor, *plain: int) -> Tensor:
+    """Phrase ids that make every token a phrase of its own; -1 at the ``plain`` symbols.
+
+    With :func:`phrase_offsets` this is the token-level perturbation (Table 4)
+    and the source-side one (no source phrases). bsz x len like ``tokens``.
+    """
+    ids = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)  # bsz x len
+    keep_plain = torch.zeros_like(tokens, dtype=torch.bool)
+    for symbol in plain:
+        keep_plain |= tokens.eq(symbol)
+    return ids.masked_fill(keep_plain, -1)
+
+
 class PerturbedSinusoidalPositionalEmbedding(SinusoidalPositionalEmbedding):
     """fairseq's sinusoidal positions, plus perturbed positions on request.
 
@@ -55,6 +87,8 @@ class PerturbedSinusoidalPositionalEmbedding(SinusoidalPositionalEmbedding):
     forwards; it lets us perturb positions without copying those forwards.
     The offsets live only for the duration of one forward call. Unlike
     fairseq's class, ``forward`` honours an explicit ``positions`` argument.
+    Like fairseq's, it returns the dtype of its table (float16 after
+    ``model.half()``), the dtype of the token embeddings it is added to.
     """
 
     def __init__(self, embedding_dim, padding_idx, init_size=1024, auto_expand=True):
@@ -95,4 +129,4 @@ class PerturbedSinusoidalPositionalEmbedding(SinusoidalPositionalEmbedding):
             positions = positions + offsets  # bsz x seqlen
         emb = perturbed_sinusoid(positions, self.embedding_dim)  # bsz x seqlen x dim
         pad = input.eq(self.padding_idx).unsqueeze(-1)  # bsz x seqlen x 1
-        return emb.masked_fill(pad, 0.0).detach()
+        return emb.masked_fill(pad, 0.0).to(self.weights.dtype).detach()

@@ -1,14 +1,27 @@
-"""T5-style relative position bias: one learned scalar per head and bucket.
+"""The RPE baseline: T5's relative position bias in fairseq's Transformer layers.
 
 The "simplified relative position" (RPE) of Oka, Tanaka & Nagata (NLP2022,
 Table 1) after Raffel et al. (2020, JMLR, "Exploring the Limits of Transfer
 Learning ...", section 2.1): the logit of query i for key j gets
-b[head, bucket(j - i)] added; values are untouched.
+b[head, bucket(j - i)] added; values are untouched. As in T5, one table is
+shared by all self-attention layers of the encoder and another by those of
+the decoder ("shared across all layers", section 2.1); ``--rpe-per-layer``
+gives each layer its own table instead (which is what this code did before
+the option existed, so older checkpoints load that way).
+
+Here: the table (:class:`RelativePositionBias`), fairseq's self-attention with
+the bias added to its logits (:class:`RelativePositionMultiheadAttention`),
+and fairseq's encoder and decoder layers built with that attention.
 """
 import math
 
 import torch
 import torch.nn as nn
+from fairseq.modules import MultiheadAttention
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
 from torch import Tensor
 
 
@@ -70,3 +83,76 @@ class RelativePositionBias(nn.Module):
         relative = key_pos.unsqueeze(0) - query_pos.unsqueeze(1)  # query_len x key_len
         bias = self.relative_attention_bias(self.bucket(relative))  # query_len x key_len x heads
         return bias.permute(2, 0, 1)  # heads x query_len x key_len
+
+
+class RelativePositionMultiheadAttention(MultiheadAttention):
+    """fairseq's self-attention, its logits plus a :class:`RelativePositionBias`.
+
+    The bias enters through ``apply_sparse_mask``, fairseq's hook on the raw
+    (scaled) logits right before the attention mask, key padding and softmax:
+    logits[b, h, i, j] + bias[h, i, j]. Values are untouched (Raffel et al.
+    2020, section 2.1). The hook sees only shapes, so a step's query position
+    comes from the keys (the query is the newest of ``src_len`` positions) and
+    incremental decoding needs no extra state.
+
+    The table is given after construction by :meth:`use_table`: a table of
+    its own (registered here, saved with this layer) or the table its encoder
+    or decoder shares between layers (registered there, only referenced here).
+    """
+
+    def __init__(self, embed_dim, num_heads, **kwargs):
+        super().__init__(embed_dim, num_heads, self_attention=True, **kwargs)
+        # fairseq sends full-sequence calls to torch's fused attention, which
+        # never calls apply_sparse_mask; this switch (its only side effect is
+        # skipping an embed_dim assertion) keeps them on fairseq's own path,
+        # the one incremental decoding always takes.
+        self._set_skip_embed_dim_check()
+
+    def use_table(self, table: RelativePositionBias, own: bool):
+        if own:
+            self.relative_position_bias = table
+        else:  # a plain reference: not a submodule, not in this layer's state dict
+            self.__dict__["relative_position_bias"] = table
+
+    def apply_sparse_mask(self, attn_weights, tgt_len: int, src_len: int, bsz: int):
+        # attn_weights: (bsz * heads) x tgt_len x src_len
+        bias = self.relative_position_bias(tgt_len, src_len)  # heads x tgt_len x src_len
+        attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len)
+        attn_weights = attn_weights + bias.unsqueeze(0).to(attn_weights)
+        return attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+
+
+def relative_attention(embed_dim, num_heads, cfg, quant_noise, quant_noise_block_size):
+    return RelativePositionMultiheadAttention(
+        embed_dim, num_heads, dropout=cfg.attention_dropout,
+        q_noise=quant_noise, qn_block_size=quant_noise_block_size,
+    )
+
+
+class RelativePositionEncoderLayer(TransformerEncoderLayerBase):
+    """fairseq's encoder layer; self-attention logits get a bidirectional T5 bias.
+
+    Give it its table with ``layer.self_attn.use_table(table, own)``.
+    """
+
+    def build_self_attention(self, embed_dim, cfg):
+        return relative_attention(embed_dim, cfg.encoder.attention_heads, cfg,
+                                  self.quant_noise, self.quant_noise_block_size)
+
+
+class RelativePositionDecoderLayer(TransformerDecoderLayerBase):
+    """fairseq's decoder layer; self-attention logits get a causal T5 bias.
+
+    Only the self-attention changes; encoder-decoder attention is fairseq's.
+    Give it its table with ``layer.self_attn.use_table(table, own)``.
+    """
+
+    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
+        if cfg.cross_self_attention or add_bias_kv or add_zero_attn:
+            # each adds keys that are not target positions
+            raise ValueError(
+                "--decoder-pos rpe supports neither --cross-self-attention nor "
+                "extra bias/zero keys in self-attention"
+            )
+        return relative_attention(embed_dim, cfg.decoder.attention_heads, cfg,
+                                  self.quant_noise, self.quant_noise_block_size)

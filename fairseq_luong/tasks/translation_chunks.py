@@ -3,7 +3,8 @@
 Oka, Tanaka & Nagata (NLP2022) perturb each target phrase's positions by one
 shared offset; the phrases are computed once at preparation time
 (``scripts/chunk_japanese.py`` then ``scripts/project_chunks.py``) and this
-task brings them into each batch as ``sample["target_chunks"]``.
+task brings them into each batch as ``sample["prev_output_chunks"]``, aligned
+with ``prev_output_tokens`` (:mod:`fairseq_luong.data.target_chunks_dataset`).
 """
 import logging
 import os
@@ -14,7 +15,7 @@ from fairseq.data import data_utils, indexed_dataset
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from .chunk_dataset import TargetChunksDataset
+from ..data.target_chunks_dataset import TargetChunksDataset
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ class TranslationChunksConfig(TranslationConfig):
 @register_task("translation_chunks", dataclass=TranslationChunksConfig)
 class TranslationChunksTask(TranslationTask):
     """fairseq's translation task; batches of splits with a chunk file also
-    hold ``target_chunks`` (bsz x tgt_len, aligned with ``target``, -1 at padding).
+    hold ``prev_output_chunks`` (bsz x tgt_len, aligned with ``prev_output_tokens``,
+    -1 at the BOS and at padding).
     """
 
     cfg: TranslationChunksConfig

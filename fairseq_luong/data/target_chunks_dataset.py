@@ -1,17 +1,19 @@
-"""A language-pair dataset that also carries target phrase (chunk) ids.
+"""A language-pair dataset whose batches also carry the phrase id of each decoder input.
 
 Each target token (SentencePiece piece, plus the final ``</s>``) has the id of
 the phrase it belongs to, 0, 1, 2, ... within its sentence, as written by
 ``scripts/project_chunks.py`` into ``{split}.{src}-{tgt}.{tgt}.chunks.{bin,idx}``.
 The wrapper looks the ids up by sample id after fairseq has collated the
 batch, so shuffling, length filtering, bucketing and the collater's sort by
-source length all carry over unchanged.
+source length all carry over unchanged, and shifts them exactly as fairseq's
+collater shifts the target into ``prev_output_tokens``: this is the one place
+where phrase ids meet decoder positions.
 """
 import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, BucketPadLengthDataset
 
-PAD_CHUNK = -1  # the chunk id of padding positions in a batch
+PAD_CHUNK = -1  # the chunk id of the BOS and of padding in a batch
 
 
 class ChunkLengthError(ValueError):
@@ -40,11 +42,13 @@ def check_chunk_lengths(chunk_sizes, tgt_sizes, chunk_path, target_path):
 
 
 class TargetChunksDataset(BaseWrapperDataset):
-    """A ``LanguagePairDataset`` whose batches also hold ``target_chunks``.
+    """A ``LanguagePairDataset`` whose batches also hold ``prev_output_chunks``.
 
-    ``batch["target_chunks"]`` is bsz x tgt_len, aligned with
-    ``batch["target"]`` (the same row order and the same left or right
-    padding), with ``PAD_CHUNK`` (-1) at padding.
+    ``batch["prev_output_chunks"]`` is bsz x tgt_len, aligned with
+    ``batch["net_input"]["prev_output_tokens"]`` (the same rows, the same left
+    or right padding): the phrase id of the target token each decoder input
+    holds, and ``PAD_CHUNK`` (-1) at the leading ``</s>`` (BOS) and at padding,
+    which keep their plain positions.
 
     Args:
         dataset (LanguagePairDataset): the wrapped dataset, with a target
@@ -70,11 +74,16 @@ class TargetChunksDataset(BaseWrapperDataset):
 
     def collater(self, samples, pad_to_length=None):
         batch = self.dataset.collater(samples, pad_to_length=pad_to_length)
-        if len(batch) == 0 or batch.get("target") is None:
+        prev = batch.get("net_input", {}).get("prev_output_tokens") if batch else None
+        if prev is None:  # no target, or no input feeding
             return batch
         target = batch["target"]  # bsz x tgt_len
-        tgt_len = target.size(1)
-        chunks = torch.full_like(target, PAD_CHUNK)  # bsz x tgt_len
+        if prev.shape != target.shape:
+            raise ValueError(
+                f"prev_output_tokens {tuple(prev.shape)} and target {tuple(target.shape)} "
+                f"differ in shape; translation_chunks needs fairseq's own shifted target"
+            )
+        chunks = torch.full_like(target, PAD_CHUNK)  # bsz x tgt_len, aligned with target
         n_tokens = target.ne(self.tgt_dict.pad()).sum(dim=1).tolist()  # bsz
         for row, sample_id in enumerate(batch["id"].tolist()):
             ids = self.chunks[sample_id]  # one id per target token, </s> included
@@ -86,7 +95,12 @@ class TargetChunksDataset(BaseWrapperDataset):
                 )
             # the real tokens sit at the end of a left-padded row (as
             # fairseq/data/language_pair_dataset.py offsets its alignments)
-            start = tgt_len - n if self.left_pad_target else 0
+            start = target.size(1) - n if self.left_pad_target else 0
             chunks[row, start:start + n] = ids
-        batch["target_chunks"] = chunks
+        # fairseq's collater shifts each target right by one behind a </s> (the
+        # BOS): column j of prev_output_tokens holds column j - 1 of the target,
+        # for left and right padding alike; the BOS column has no phrase.
+        batch["prev_output_chunks"] = torch.cat(
+            [chunks.new_full((chunks.size(0), 1), PAD_CHUNK), chunks[:, :-1]], dim=1
+        )  # bsz x tgt_len, aligned with prev_output_tokens
         return batch

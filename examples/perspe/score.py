@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Score perSPE translations, and tabulate systems over seeds (mean and spread).
+
+  python score.py score --hyp test.hyp --ref raw/test.ja --json bleu.json
+  python score.py table --work WORK NAME [NAME ...]
+
+score compares the hypotheses with the *raw* reference file, both passed
+through the data path's one normalisation (fairseq_luong.data.text.
+normalize_line: NFKC, control and format characters, spacing) and then
+tokenised by sacreBLEU's ja-mecab (MeCab + IPADIC). The model writes
+normalised text (its SentencePiece pieces spell the normalised training
+data), so the reference must be normalised alike: a raw ASPEC reference keeps
+full-width digits and Latin letters that no hypothesis can contain. WAT's own
+ASPEC evaluation likewise converts both sides alike (half-width to full-width
+with h2z before segmenting). The BLEU against the unnormalised reference is
+kept in the JSON file for comparison, never reported as the score.
+
+table reads WORK/systems/NAME/seed*/bleu.json and train.log and prints a
+Markdown table: BLEU per seed, mean, sample standard deviation, range, chrF2,
+updates and training minutes.
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+COMPARED = ("hypotheses and the raw reference, both normalised by "
+            "fairseq_luong.data.text.normalize_line (NFKC, control/format characters, "
+            "spacing), tokenised by sacreBLEU ja-mecab (MeCab + IPADIC)")
+
+
+class ScoreError(ValueError):
+    """Input score.py cannot use; the message names the file."""
+
+
+def score(hyp_path, ref_path):
+    from sacrebleu.metrics import BLEU, CHRF
+
+    sys.path.insert(0, str(REPO))  # the checkout's fairseq_luong (imports fairseq: only here)
+    from fairseq_luong.data.text import DataError, iter_lines, normalize_line
+
+    try:
+        hyps = [line for _, line in iter_lines(hyp_path)]
+        refs = [line for _, line in iter_lines(ref_path)]
+    except DataError as e:
+        raise ScoreError(str(e)) from e
+    if len(hyps) != len(refs):
+        raise ScoreError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
+    hyps_norm = [normalize_line(h) for h in hyps]
+    refs_norm = [normalize_line(r) for r in refs]
+    bleu, chrf = BLEU(tokenize="ja-mecab"), CHRF()
+    result = bleu.corpus_score(hyps_norm, [refs_norm])
+    return {
+        "BLEU": round(result.score, 2),
+        "chrF2": round(chrf.corpus_score(hyps_norm, [refs_norm]).score, 2),
+        "BLEU details": str(result),
+        "signature": str(bleu.get_signature()),
+        "compared": COMPARED,
+        "sentences": len(hyps),
+        "references normalisation changed": sum(r != n for r, n in zip(refs, refs_norm)),
+        "BLEU vs unnormalised reference": round(
+            BLEU(tokenize="ja-mecab").corpus_score(hyps, [refs]).score, 2),
+        "hypotheses": str(hyp_path),
+        "reference": str(ref_path),
+    }
+
+
+def seed_dirs(work, name):
+    dirs = sorted((Path(work) / "systems" / name).glob("seed*"),
+                  key=lambda d: int(d.name[4:]) if d.name[4:].isdigit() else 0)
+    return [d for d in dirs if (d / "bleu.json").is_file()]
+
+
+def training(seed_dir):
+    """(updates, minutes) from fairseq-train's log."""
+    try:
+        log = (seed_dir / "train.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None, None
+    updates = re.findall(r"num_updates (\d+)", log)
+    seconds = sum(float(s) for s in re.findall(r"done training in ([\d.]+) seconds", log))
+    return (int(updates[-1]) if updates else None), seconds / 60
+
+
+def table(work, names):
+    rows = []
+    for name in names:
+        dirs = seed_dirs(work, name)
+        if not dirs:
+            raise ScoreError(f"{work}/systems/{name}: no scored seed (run: run.sh eval {name})")
+        scores = [json.loads((d / "bleu.json").read_text()) for d in dirs]
+        bleus = [s["BLEU"] for s in scores]
+        runs = [training(d) for d in dirs]
+        rows.append({
+            "system": name,
+            "seeds": ", ".join(d.name[4:] for d in dirs),
+            "BLEU per seed": " / ".join(f"{b:.2f}" for b in bleus),
+            "mean": statistics.mean(bleus),
+            "sd": statistics.stdev(bleus) if len(bleus) > 1 else float("nan"),
+            "range": f"{min(bleus):.2f}-{max(bleus):.2f}",
+            "chrF2 mean": statistics.mean(s["chrF2"] for s in scores),
+            "updates": "/".join(sorted({str(u) for u, _ in runs if u is not None})) or "?",
+            "minutes per seed": statistics.mean(m for _, m in runs if m is not None)
+            if any(m for _, m in runs) else float("nan"),
+            "signature": scores[0]["signature"],
+        })
+    cols = ["system", "seeds", "BLEU per seed", "mean", "sd", "range", "chrF2 mean", "updates",
+            "minutes per seed"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in rows:
+        lines.append("| " + " | ".join(
+            f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in cols) + " |")
+    base = rows[0]
+    for row in rows[1:]:
+        lines.append(f"\n{row['system']} - {base['system']}: {row['mean'] - base['mean']:+.2f} "
+                     f"BLEU (mean over seeds; seed sd {base['sd']:.2f} and {row['sd']:.2f})")
+    lines.append(f"\nBLEU: {COMPARED}; {base['signature']}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("score", help="BLEU and chrF2 of one hypothesis file")
+    s.add_argument("--hyp", required=True, help="detokenised hypotheses, one a line, in order")
+    s.add_argument("--ref", required=True, help="the raw reference file")
+    s.add_argument("--json", required=True, help="where to write the scores")
+    t = sub.add_parser("table", help="mean and spread over seeds of finished systems")
+    t.add_argument("--work", required=True, help="run.sh's WORK folder")
+    t.add_argument("names", nargs="+", help="system NAMEs under WORK/systems")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "score":
+            scores = score(args.hyp, args.ref)
+            Path(args.json).write_text(json.dumps(scores, ensure_ascii=False, indent=1) + "\n")
+        else:
+            print(table(args.work, args.names))
+    except ScoreError as e:
+        sys.exit(f"score.py: error: {e}")
+
+
+if __name__ == "__main__":
+    main()
