@@ -3,10 +3,11 @@ from a slice of small_parallel_enja plus the odd lines of tests/helpers.py:
 
 examples/perspe/run.sh prepare (extract, normalise, joint SentencePiece,
 fairseq-preprocess --joined-dictionary, chunk, project) -> train (one seed,
---encoder-pos perspe --decoder-pos perspe, shared embeddings, a tiny model) ->
-eval (fairseq-generate with --user-dir, sacreBLEU on normalised text), and
-what the recipe promises: progress on the terminal, changed options refused,
-eval cached until the checkpoint changes, no fairseq BLEU4 line."""
+--encoder-pos perspe --decoder-pos perspe, shared embeddings, a tiny model,
+--fp16 --memory-efficient-fp16 --cpu) -> eval (fairseq-generate with --user-dir,
+sacreBLEU on normalised text), and what the recipe promises: progress on the
+terminal, changed options refused, eval cached until the checkpoint changes,
+no fairseq BLEU4 line."""
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim",
         "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
         "--decoder-attention-heads", "2", "--save-interval-updates", "0"]
 SYSTEM = ["--encoder-pos", "perspe", "--decoder-pos", "perspe", "--perturb-range", "1"]
+FP16 = ["--fp16", "--memory-efficient-fp16", "--cpu"]  # fairseq's fp16 trainer, on the CPU
 
 pytestmark = pytest.mark.skipif(
     not (DATA / "train.ja").exists(),
@@ -46,7 +48,7 @@ def recipe(tmp_path_factory):
     work = tmp_path_factory.mktemp("perspe_e2e")
     counts = write_aspec_format(work / "aspec", DATA, SIZES)
     prepared = run_sh(work, "prepare")
-    trained = run_sh(work, "train", "sys", "--", *SYSTEM, *TINY)
+    trained = run_sh(work, "train", "sys", "--", *SYSTEM, *TINY, *FP16)
     return work, counts, prepared.stderr, trained.stderr
 
 
@@ -71,15 +73,16 @@ def test_train_reports_progress_and_reads_chunks(recipe):
     train_log = (seed_dir / "train.log").read_text()
     assert "train: target chunk ids from" in train_log and "valid: target chunk ids from" in train_log
     assert "--share-all-embeddings" in (seed_dir / "settings").read_text()
+    assert "loss_scale" in train_log  # the fp16 trainer ran
 
 
 def test_changed_options_are_refused(recipe):
     work, _, _, _ = recipe
-    proc = run_sh(work, "train", "sys", "--", *SYSTEM[:3], "spe", *TINY, check=False)
+    proc = run_sh(work, "train", "sys", "--", *SYSTEM[:3], "spe", *TINY, *FP16, check=False)
     assert proc.returncode != 0
     assert "before: --decoder-pos perspe" in proc.stderr and "now:    --decoder-pos spe" in proc.stderr
     assert "refusing to resume sys seed 1" in proc.stderr
-    assert "trained already" in run_sh(work, "train", "sys", "--", *SYSTEM, *TINY).stderr
+    assert "trained already" in run_sh(work, "train", "sys", "--", *SYSTEM, *TINY, *FP16).stderr
 
 
 def test_eval_scores_normalised_text_and_caches_until_the_checkpoint_changes(recipe):

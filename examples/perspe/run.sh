@@ -8,7 +8,8 @@
 #   run.sh all                      prepare; train and eval spe_spe and spe_perspe; table
 #
 # The data (one of the two):
-#   ASPEC=DIR     the ASPEC-JE folder (train/train-1.txt, dev/dev.txt, test/test.txt)
+#   ASPEC=DIR     the ASPEC-JE folder (train/train-1.txt, dev/dev.txt, test/test.txt);
+#                 ASPEC_TRAIN: its training files (default "train-1.txt", the best 1M pairs)
 #   DATA=DIR      {train,dev,test}.{en,ja}, one sentence a line (IWSLT17 en-ja, small_parallel_enja)
 # Settings (environment variables):
 #   PRESET        paper: the paper's setup (Transformer base, joint 16K SentencePiece,
@@ -74,7 +75,8 @@ if (( MAX_TOKENS * GPUS > BATCH || BATCH % (MAX_TOKENS * GPUS) != 0 )); then
 fi
 UPDATE_FREQ=$(( BATCH / (MAX_TOKENS * GPUS) ))
 
-if [[ -n "${ASPEC:-}" ]]; then SOURCE="aspec:$ASPEC"; NAME_OF_DATA="$(basename "$ASPEC")"
+ASPEC_TRAIN="${ASPEC_TRAIN:-train-1.txt}"
+if [[ -n "${ASPEC:-}" ]]; then SOURCE="aspec:$ASPEC:$ASPEC_TRAIN"; NAME_OF_DATA="$(basename "$ASPEC")"
 elif [[ -n "${DATA:-}" ]]; then SOURCE="text:$DATA"; NAME_OF_DATA="$(basename "$DATA")"
 else SOURCE=""; NAME_OF_DATA=""; fi
 WORK="${WORK:-$REPO/runs/perspe/${NAME_OF_DATA:-none}}"
@@ -113,7 +115,8 @@ prepare() {
   if [[ ! -f "$WORK/raw/.done" ]]; then
     if [[ "$SOURCE" == aspec:* ]]; then
       say "extracting ASPEC-JE ($ASPEC)"
-      python "$HERE/aspec_to_text.py" --aspec "$ASPEC" --output "$WORK/raw"
+      # shellcheck disable=SC2086  # a list of file names
+      python "$HERE/aspec_to_text.py" --aspec "$ASPEC" --output "$WORK/raw" --train $ASPEC_TRAIN
     else
       for split in train dev test; do for lang in en ja; do
         [[ -f "$DATA/$split.$lang" ]] || die "$DATA/$split.$lang not found (see examples/perspe/README.md)"

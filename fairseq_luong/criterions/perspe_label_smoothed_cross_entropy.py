@@ -106,7 +106,8 @@ class PerSPELabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterio
         """Offsets aligned with ``prev_output_tokens``; 0 for BOS and padding."""
         prev = sample["net_input"]["prev_output_tokens"]  # bsz x tgt_len
         if self.perturb_unit == "token":
-            # the decoder's leading </s> is its BOS; no other input is </s>
+            # the leading </s> is the BOS (with --num-batch-buckets the target's own
+            # </s> is fed too, before padding): </s> inputs keep plain positions
             return self.token_offsets(prev, self.padding_idx, self.eos_idx)
         chunks = sample.get("prev_output_chunks")  # bsz x tgt_len, -1 at BOS and padding
         if chunks is None:
