@@ -42,12 +42,12 @@ def perturbed_sinusoid(positions: Tensor, embedding_dim: int) -> Tensor:
 
 
 def phrase_offsets(phrase_ids: Tensor, k: int) -> Tensor:
-    """perSPE's ``per``: one integer per phrase, uniform in [-k, k], shared by its tokens.
+    """perSPE's ``per`` of eq. 3-4: one integer per phrase, uniform in [-k, k].
 
-    Oka, Tanaka & Nagata (NLP2022), section 3: each phrase of each sentence
-    gets its own draw, fresh at every call (fairseq reseeds torch with the
-    seed plus the update number, so a sentence gets new offsets each time it
-    is seen). ``phrase_ids`` is bsz x len with ids 0, 1, ... within each row
+    Oka, Tanaka & Nagata (NLP2022): each phrase of each sentence gets its own
+    draw, shared by the phrase's tokens, fresh at every call (fairseq reseeds
+    torch with the seed plus the update number, so a sentence gets new offsets
+    each time it is seen). ``phrase_ids`` is bsz x len with ids 0, 1, ... within each row
     and -1 where positions stay plain (BOS, padding). Returns bsz x len
     offsets, 0 at the -1 entries.
     """
