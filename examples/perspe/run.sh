@@ -13,15 +13,15 @@
 #   DATA=DIR      {train,dev,test}.{en,ja}, one sentence a line (IWSLT17 en-ja, small_parallel_enja)
 # Settings (environment variables):
 #   PRESET        paper: the paper's setup (Transformer base, joint 16K SentencePiece,
-#                 shared embeddings, 100K updates; for GPUs); small: a CPU-sized model
-#                 for small_parallel_enja (default: paper)
+#                 shared embeddings, 100K updates; for GPUs); small: a 2+2-layer, 128-dim
+#                 model for small_parallel_enja on a CPU, with TABLE=1 (default: paper)
 #   TABLE         whose batch size: 2 or 3 (8192 tokens per update, default 3), 1 or 4 (2048)
 #   GPUS          GPUs fairseq-train will use (default 1)
 #   MAX_TOKENS    tokens per GPU and step (default: the whole batch); --update-freq is
 #                 BATCH / (GPUS x MAX_TOKENS) and must come out whole
 #   SEEDS         seeds per system (default "1 2 3"); eval and table report mean and spread
 #   VOCAB         joint SentencePiece vocabulary (default 16000 paper, 8000 small)
-#   MAX_UPDATE    updates (default 100000 paper, 2400 small)
+#   MAX_UPDATE    updates (default 100000 paper, 2000 small)
 #   JA_SEGMENTED  1 if the Japanese has spaces between words, as small_parallel_enja:
 #                 they are removed (default 0)
 #   WORK          where everything goes (default: runs/perspe/<name of ASPEC or DATA>)
@@ -56,15 +56,15 @@ case "$PRESET" in
            --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 --clip-norm 0.0
            --lr 0.0007 --lr-scheduler inverse_sqrt --warmup-updates 4000
            --save-interval-updates 5000 --keep-interval-updates 1 --log-interval 100) ;;
-  small)  # small_parallel_enja on a CPU: 3+3 layers of 256, tied embeddings
-    VOCAB="${VOCAB:-8000}" MAX_UPDATE="${MAX_UPDATE:-2400}"
+  small)  # small_parallel_enja on a CPU: 2+2 layers of 128, tied embeddings
+    VOCAB="${VOCAB:-8000}" MAX_UPDATE="${MAX_UPDATE:-2000}"
     MODEL=(--arch transformer_perspe --share-all-embeddings --dropout 0.1
-           --encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 256 --decoder-embed-dim 256
-           --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024
+           --encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 --decoder-embed-dim 128
+           --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512
            --encoder-attention-heads 4 --decoder-attention-heads 4
            --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 --clip-norm 0.0
-           --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates 800
-           --save-interval-updates 800 --keep-interval-updates 1 --log-interval 100) ;;
+           --lr 0.002 --lr-scheduler inverse_sqrt --warmup-updates 400
+           --save-interval-updates 1000 --keep-interval-updates 1 --log-interval 100) ;;
   *) echo "run.sh: PRESET must be paper or small, not $PRESET" >&2; exit 2 ;;
 esac
 MAX_TOKENS="${MAX_TOKENS:-$(( BATCH / GPUS ))}"
