@@ -191,19 +191,25 @@ prepare() {
   say "prepared $WORK/data-bin ($(( SECONDS - t0 )) s)"
 }
 
-# Reformat fairseq-train's log into one line per epoch on the terminal.
+# Reformat fairseq-train's log into one line per epoch on the terminal (a bash
+# loop: awk may hold its input back until the training ends).
 progress() {  # LABEL
-  awk -v label="$1" '
-    /valid on .valid. subset/ { if (match($0, /\| loss [0-9.]+/)) valid = substr($0, RSTART + 7, RLENGTH - 7) }
-    /\| INFO \| train \| epoch/ {
-      epoch = $0; sub(/.*\| train \| epoch 0*/, "", epoch); sub(/ .*/, "", epoch)
-      loss = ""; if (match($0, /\| loss [0-9.]+/)) loss = substr($0, RSTART + 7, RLENGTH - 7)
-      upd = ""; if (match($0, /num_updates [0-9]+/)) upd = substr($0, RSTART + 12, RLENGTH - 12)
-      wall = ""; if (match($0, /wall [0-9]+/)) wall = substr($0, RSTART + 5, RLENGTH - 5)
-      printf "[perspe] %s: epoch %s, %s updates, train loss %s, valid loss %s, %.1f min\n", label, epoch, upd, loss, valid, wall / 60
-      fflush()
-    }
-    /Error|error:/ { print "[perspe] " label ": " $0; fflush() }'
+  local line valid="?" epoch loss updates wall
+  while IFS= read -r line; do
+    if [[ "$line" == *"valid on 'valid' subset"* && "$line" =~ \|\ loss\ ([0-9.]+) ]]; then
+      valid="${BASH_REMATCH[1]}"
+    elif [[ "$line" =~ \|\ train\ \|\ epoch\ 0*([0-9]+) ]]; then
+      epoch="${BASH_REMATCH[1]}"
+      [[ "$line" =~ \|\ loss\ ([0-9.]+) ]] && loss="${BASH_REMATCH[1]}"
+      [[ "$line" =~ \|\ num_updates\ ([0-9]+) ]] && updates="${BASH_REMATCH[1]}"
+      [[ "$line" =~ \|\ wall\ ([0-9]+) ]] && wall="${BASH_REMATCH[1]}"
+      wall="${wall:-0}"
+      echo "[perspe] $1: epoch $epoch, $updates updates, train loss $loss, valid loss $valid," \
+        "$(( wall / 60 )).$(( wall % 60 / 6 )) min"
+    elif [[ "$line" == *Error* || "$line" == *"error:"* ]]; then
+      echo "[perspe] $1: $line"
+    fi
+  done
 }
 
 train_seed() {  # NAME SEED OPTIONS...
