@@ -112,14 +112,19 @@ def table(work, names):
             "minutes per seed"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in rows:
-        lines.append("| " + " | ".join(
-            f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(cell(row[c]) for c in cols) + " |")
     base = rows[0]
     for row in rows[1:]:
         lines.append(f"\n{row['system']} - {base['system']}: {row['mean'] - base['mean']:+.2f} "
-                     f"BLEU (mean over seeds; seed sd {base['sd']:.2f} and {row['sd']:.2f})")
+                     f"BLEU (mean over seeds; seed sd {cell(base['sd'])} and {cell(row['sd'])})")
     lines.append(f"\nBLEU: {COMPARED}; {base['signature']}")
     return "\n".join(lines)
+
+
+def cell(value):
+    if isinstance(value, float):
+        return "-" if value != value else f"{value:.2f}"  # nan: one seed has no spread
+    return str(value)
 
 
 def main(argv=None):
