@@ -98,3 +98,26 @@ def test_eval_scores_normalised_text_and_caches_until_the_checkpoint_changes(rec
     later = (seed_dir / "bleu.json").stat().st_mtime + 10
     os.utime(seed_dir / "checkpoints" / "checkpoint_last.pt", (later, later))  # a newer checkpoint
     assert "translating test with sys seed 1" in run_sh(work, "eval", "sys").stderr
+
+
+def test_a_line_that_cannot_be_projected_is_named_and_prepare_goes_on(recipe):
+    """No odd line of the normalised text failed projection, so one is made: line 2 of
+    the chunker's output for dev (the decomposed-kana line) spells another sentence.
+    prepare redoes the projection, names the line and gives that sentence one phrase
+    per piece. (Last in this file: it changes the valid chunk ids.)"""
+    from fairseq.data import data_utils
+
+    work, _, _, _ = recipe
+    run = work / "run"
+    chunks = run / "chunks" / "dev.ja"
+    lines = chunks.read_text(encoding="utf-8").split("\n")
+    assert lines[1] == "パンを\t食べる。"
+    lines[1] = "パンを\t食べた。"
+    chunks.write_text("\n".join(lines), encoding="utf-8")
+    (run / "data-bin" / "valid.en-ja.ja.chunks.idx").unlink()
+    log = run_sh(work, "prepare").stderr
+    assert f"warning: {run}/spm/dev.ja:2 and {chunks}:2: piece" in log
+    assert "valid.en-ja.ja.chunks.{bin,idx}: " in log and "1 line(s) given one phrase per piece" in log
+    ds = data_utils.load_indexed_dataset(str(run / "data-bin" / "valid.en-ja.ja.chunks"), None, "mmap")
+    n_pieces = len((run / "spm" / "dev.ja").read_text(encoding="utf-8").split("\n")[1].split())
+    assert ds[1].tolist() == list(range(n_pieces + 1))  # one phrase per piece, then </s>

@@ -183,8 +183,10 @@ prepare() {
   fi
   if [[ ! -f "$WORK/data-bin/valid.en-ja.ja.chunks.idx" ]]; then
     say "projecting the phrases onto the pieces"
+    # a line that cannot be projected is named and gets one phrase per piece
+    # (token-level offsets); one odd sentence never stops the whole corpus
     python "$REPO/scripts/project_chunks.py" --spm-model "$WORK/spm/joint.model" \
-      --pieces "$WORK/spm/train.ja" "$WORK/spm/dev.ja" \
+      --on-mismatch token --pieces "$WORK/spm/train.ja" "$WORK/spm/dev.ja" \
       --chunks "$WORK/chunks/train.ja" "$WORK/chunks/dev.ja" \
       --output "$WORK/data-bin/train.en-ja.ja.chunks" "$WORK/data-bin/valid.en-ja.ja.chunks"
   fi
