@@ -69,7 +69,7 @@ def test_train_reports_progress_and_reads_chunks(recipe):
     work, _, _, log = recipe
     seed_dir = work / "run" / "systems" / "sys" / "seed1"
     assert f"log: {seed_dir}/train.log" in log
-    assert "[perspe] sys seed 1: epoch 1, 4 updates, train loss" in log
+    assert "[sys seed 1] epoch 1 done: 4 updates, train ppl" in log  # recipe_tools progress
     train_log = (seed_dir / "train.log").read_text()
     assert "train: target chunk ids from" in train_log and "valid: target chunk ids from" in train_log
     assert "--share-all-embeddings" in (seed_dir / "settings").read_text()

@@ -193,27 +193,6 @@ prepare() {
   say "prepared $WORK/data-bin ($(( SECONDS - t0 )) s)"
 }
 
-# Reformat fairseq-train's log into one line per epoch on the terminal (a bash
-# loop: awk may hold its input back until the training ends).
-progress() {  # LABEL
-  local line valid="?" epoch loss updates wall
-  while IFS= read -r line; do
-    if [[ "$line" == *"valid on 'valid' subset"* && "$line" =~ \|\ loss\ ([0-9.]+) ]]; then
-      valid="${BASH_REMATCH[1]}"
-    elif [[ "$line" =~ \|\ train\ \|\ epoch\ 0*([0-9]+) ]]; then
-      epoch="${BASH_REMATCH[1]}"
-      [[ "$line" =~ \|\ loss\ ([0-9.]+) ]] && loss="${BASH_REMATCH[1]}"
-      [[ "$line" =~ \|\ num_updates\ ([0-9]+) ]] && updates="${BASH_REMATCH[1]}"
-      [[ "$line" =~ \|\ wall\ ([0-9]+) ]] && wall="${BASH_REMATCH[1]}"
-      wall="${wall:-0}"
-      echo "[perspe] $1: epoch $epoch, $updates updates, train loss $loss, valid loss $valid," \
-        "$(( wall / 60 )).$(( wall % 60 / 6 )) min"
-    elif [[ "$line" == *Error* || "$line" == *"error:"* ]]; then
-      echo "[perspe] $1: $line"
-    fi
-  done
-}
-
 train_seed() {  # NAME SEED OPTIONS...
   local name="$1" seed="$2"; shift 2
   local dir="$WORK/systems/$name/seed$seed"
@@ -238,7 +217,8 @@ train_seed() {  # NAME SEED OPTIONS...
   say "training $name seed $seed: ${*:-(arch defaults)}; $MAX_UPDATE updates of $BATCH tokens" \
       "(= --max-tokens $MAX_TOKENS x --update-freq $UPDATE_FREQ x $GPUS GPU(s)); log: $dir/train.log"
   heavy fairseq-train "${args[@]}" --save-dir "$dir/checkpoints" --no-epoch-checkpoints \
-    --log-format simple --no-progress-bar 2>&1 | tee -a "$dir/train.log" | progress "$name seed $seed" >&2 \
+    --log-format simple --no-progress-bar 2>&1 | tee -a "$dir/train.log" \
+    | python "$REPO/examples/common/recipe_tools.py" progress "$name seed $seed" \
     || { tail -30 "$dir/train.log" >&2; die "training $name seed $seed failed (log: $dir/train.log)"; }
   touch "$dir/trained"
 }
