@@ -3,12 +3,15 @@
 
 Reads each run's log (the console output of fairseq-train or its --log-file; --log-format
 simple, tqdm or json) and plots the validation perplexity (fairseq's ``ppl``, 2^nll_loss)
-against updates or epochs, and with ``--train-loss`` the training loss (every
---log-interval updates) on a second panel. Prints each run's best validation perplexity.
+against updates, epochs or wall-clock minutes, one panel per ``--x`` given, and with
+``--train-loss`` the training loss (every --log-interval updates) on a panel beside each.
+Minutes are fairseq's ``wall`` clock: validation lines carry none, so a validation's time
+is interpolated between the training lines around it. Prints each run's best validation
+perplexity.
 
 Example:
   python scripts/plot_curves.py global=train_global.log localp=train_localp.log \\
-      --x updates --train-loss --png curves.png
+      --x updates minutes --train-loss --png curves.png
 """
 import argparse
 import os
@@ -21,7 +24,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("logs", nargs="+", metavar="[NAME=]LOG", help="fairseq-train logs, one per run")
-    parser.add_argument("--x", choices=("updates", "epochs"), default="updates")
+    parser.add_argument("--x", choices=("updates", "epochs", "minutes"), nargs="+", default=["updates"],
+                        help="x axes, one panel each (default: updates)")
     parser.add_argument("--subset", default="valid", help="validation subset to plot (default: valid)")
     parser.add_argument("--train-loss", action="store_true", help="also plot the training loss")
     parser.add_argument("--linear", action="store_true", help="linear perplexity axis (default: log)")
@@ -29,14 +33,22 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from fairseq_luong.analysis.text_files import named_files
-    from fairseq_luong.analysis.plots import plot_curves
-    from fairseq_luong.analysis.training_log import read_training_log
+    from fairseq_luong.analysis.plots import plot_panels
+    from fairseq_luong.analysis.training_log import read_training_log, wall_seconds
 
-    def x_of(record):
-        return record.num_updates if args.x == "updates" else record.epoch
+    def x_of(log, record, x):
+        if x == "updates":
+            return record.num_updates
+        if x == "epochs":
+            return record.epoch
+        wall = record.stats["wall"] if "wall" in record.stats else wall_seconds(log, record.num_updates)
+        if wall is None:
+            raise SystemExit(f"error: {log.path}: no wall clock (fairseq's 'wall') for --x minutes")
+        return wall / 60
 
-    valid, train = [], []
-    print(f"| run | validations | best {args.subset} ppl | at {args.x[:-1]} | last {args.subset} ppl |")
+    first = args.x[0]
+    valid, train = {x: [] for x in args.x}, {x: [] for x in args.x}
+    print(f"| run | validations | best {args.subset} ppl | at {first.rstrip('s')} | last {args.subset} ppl |")
     print("|---|---|---|---|---|")
     for name, path in named_files(args.logs):
         try:
@@ -47,13 +59,21 @@ def main(argv=None):
         if not records:
             found = ", ".join(sorted(log.valid)) or "none"
             raise SystemExit(f"error: {path}: no validation on subset {args.subset!r} (subsets found: {found})")
-        valid.append((name, [x_of(r) for r in records], [r.stats["ppl"] for r in records]))
-        best = min(records, key=lambda r: r.stats["ppl"])
-        print(f"| {name} | {len(records)} | {best.stats['ppl']:.2f} | {x_of(best)} | {records[-1].stats['ppl']:.2f} |")
         inner = [r for r in log.train_inner if "loss" in r.stats] or [r for r in log.train if "loss" in r.stats]
-        train.append((name, [x_of(r) for r in inner], [r.stats["loss"] for r in inner]))
-    plot_curves(valid, args.png, args.x, f"{args.subset} perplexity", log_y=not args.linear,
-                extra=train if args.train_loss else (), extra_ylabel="training loss (base 2)")
+        for x in args.x:
+            valid[x].append((name, [x_of(log, r, x) for r in records], [r.stats["ppl"] for r in records]))
+            train[x].append((name, [x_of(log, r, x) for r in inner], [r.stats["loss"] for r in inner]))
+        best = min(records, key=lambda r: r.stats["ppl"])
+        at = x_of(log, best, first)
+        at = f"{at:.1f}" if first == "minutes" else at
+        print(f"| {name} | {len(records)} | {best.stats['ppl']:.2f} | {at} | {records[-1].stats['ppl']:.2f} |")
+    xlabels = {"updates": "updates", "epochs": "epochs", "minutes": "wall-clock minutes"}
+    panels = []
+    for x in args.x:
+        panels.append((xlabels[x], f"{args.subset} perplexity", valid[x], not args.linear))
+        if args.train_loss:
+            panels.append((xlabels[x], "training loss (base 2)", train[x], False))
+    plot_panels(panels, args.png)
     print(f"\nplot: {args.png}")
 
 

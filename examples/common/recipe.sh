@@ -132,18 +132,28 @@ validate_model() {
 # translate LABEL DATA_BIN CKPTS REF OUT_PREFIX [fairseq-generate args]: OUT_PREFIX.out
 # (fairseq-generate's output) and OUT_PREFIX.hyp (the hypotheses in test order, one for
 # each line of REF). CKPTS: checkpoint(s) separated by ':' (an ensemble), each made by
-# a step that left CKPT.key
+# a step that left CKPT.key; the args and the files they name key the output
 translate() {
   local label="$1" bin="$2" ckpts="$3" ref="$4" out="$5"; shift 5
   local key="" ckpt
   for ckpt in ${ckpts//:/ }; do key+="$(cat "$ckpt.key") "; done
   key+="$(key_of "$@")"
+  local arg; for arg in "$@"; do [[ -f "$arg" ]] && key+=" $(data_key "$arg")"; done  # e.g. a --replace-unk DICT
   fresh "$out.hyp" "$key" && return
   say "$label: translating ($*)"
   fairseq-generate "$bin" --user-dir "$REPO/fairseq_luong" --path "$ckpts" "$@" \
     > "$out.out" 2> "$out.log" || { tail -20 "$out.log" >&2; die "fairseq-generate failed for $label ($out.log)"; }
   python "$TOOLS" hyps "$out.out" --ref "$ref" > "$out.hyp"
   stamp "$out.hyp" "$key"
+}
+
+# report WHAT OUT CMD...: CMD's table (stdout without its "plot:" line and the blank lines
+# at the end) to OUT.md and the terminal, its stderr to OUT.log
+report() {
+  local what="$1" out="$2"; shift 2
+  "$@" 2> "$out.log" | grep -v '^plot: ' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' > "$out.md" \
+    || { tail -5 "$out.log" >&2; die "$what failed ($out.log)"; }
+  cat "$out.md"
 }
 
 # score HYP REF OUT_JSON [sacrebleu args]: sacreBLEU of HYP against the raw reference REF

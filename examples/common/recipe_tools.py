@@ -5,6 +5,7 @@
                            (and per mid-epoch validation) to stderr
   curve LOG                the learning curve of a fairseq-train log as TSV:
                            updates, wall seconds, epoch, valid loss, valid ppl
+                           (fairseq_luong/analysis/training_log.py reads the log)
   valid-json LOG           the last validation of a fairseq-train/-validate log as
                            JSON: {"loss": ..., "ppl": ...}
   hyps GENERATE_OUT --ref REF
@@ -20,12 +21,16 @@
   time-epoch LOG           seconds per update of a fairseq-train log with --log-interval 1
                            (the first update untimed) and the time of one epoch
   table WORK NAME...       the results table of the systems in WORK/systems/NAME
-                           (updates, wall time, valid ppl, test BLEU), markdown
+                           (parameters, epochs, updates, wall time, best valid ppl while
+                           training, valid ppl and test BLEU of the final model), markdown
 """
 import argparse
 import json
 import os
+import re
 import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def log_fields(line):
@@ -55,22 +60,32 @@ def log_fields(line):
     return parts[2], fields
 
 
-def read_curve(lines):
-    """[(updates, wall_s, epoch, valid_loss, valid_ppl)] for each validation in a log.
+def training_log():
+    """fairseq_luong.analysis.training_log, the reader of fairseq-train logs (imported when
+    needed: it loads fairseq_luong, and with it torch, which the other commands do not need)."""
+    import logging
 
-    fairseq's valid lines carry no wall clock: it is extrapolated from the last two
-    train lines (every ``--log-interval`` updates) at their rate of updates."""
-    curve, points = [], [(0, 0.0)]
-    for line in lines:
-        tag, f = log_fields(line)
-        if tag in ("train", "train_inner") and "wall" in f and "num_updates" in f:
-            points = (points + [(int(f["num_updates"]), float(f["wall"]))])[-2:]
-        elif tag == "valid" and "ppl" in f:
-            updates = int(f.get("num_updates", 0))
-            (u0, w0), (u1, w1) = points[0], points[-1]
-            rate = (w1 - w0) / (u1 - u0) if u1 > u0 else 0.0
-            curve.append((updates, round(w1 + (updates - u1) * rate, 1), int(f.get("epoch", 0)),
-                          float(f["loss"]), float(f["ppl"])))
+    logging.getLogger("fairseq").setLevel(logging.WARNING)  # its import-time INFO lines
+    sys.path.insert(0, REPO)
+    from fairseq_luong.analysis import training_log as module
+
+    return module
+
+
+def read_curve(path):
+    """[(updates, wall_s, epoch, valid_loss, valid_ppl)] for each validation in a log;
+    the wall clock interpolated between fairseq's train lines (valid lines carry none)."""
+    tl = training_log()
+    try:
+        log = tl.read_training_log(path)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}")
+    wall_seconds = tl.wall_seconds
+    curve = []
+    for r in log.valid.get("valid", []):
+        wall = wall_seconds(log, r.num_updates)
+        curve.append((r.num_updates, None if wall is None else round(wall, 1), r.epoch,
+                      r.stats["loss"], r.stats["ppl"]))
     return curve
 
 
@@ -97,9 +112,8 @@ def cmd_progress(args):
 
 def cmd_curve(args):
     print("updates\twall_s\tepoch\tvalid_loss\tvalid_ppl")
-    with open(args.log, encoding="utf-8") as f:
-        for row in read_curve(f):
-            print("\t".join(str(x) for x in row))
+    for row in read_curve(args.log):
+        print("\t".join(str(x) for x in row))
 
 
 def cmd_valid_json(args):
@@ -205,38 +219,49 @@ def cmd_time_epoch(args):
 
 
 def system_row(work, name):
-    """updates, wall minutes, valid ppl, BLEU of WORK/systems/NAME (None when missing)."""
+    """The table's cells of WORK/systems/NAME: parameters, epochs, updates, wall minutes,
+    best valid ppl while training, valid ppl of the final model, test BLEU (None when missing)."""
     d = os.path.join(work, "systems", name)
-    updates = wall = ppl = bleu = None
-    log = os.path.join(d, "train.log")
-    if os.path.exists(log):
-        with open(log, encoding="utf-8") as f:
-            for line in f:
-                tag, fields = log_fields(line)
-                if tag in ("train", "train_inner"):
-                    updates = int(fields.get("num_updates", updates or 0))
-                    wall = float(fields.get("wall", wall or 0)) / 60
-    valid = os.path.join(d, "valid.json")
-    if os.path.exists(valid):
-        with open(valid, encoding="utf-8") as f:
-            ppl = json.load(f)["ppl"]
-    score = os.path.join(d, "bleu.json")
-    if os.path.exists(score):
-        with open(score, encoding="utf-8") as f:
-            bleu = json.load(f)
-    return updates, wall, ppl, bleu
+    row = dict.fromkeys(("params", "epochs", "updates", "wall", "best_ppl", "ppl", "bleu"))
+    log_path, tl = os.path.join(d, "train.log"), training_log()
+    try:
+        log = tl.read_training_log(log_path) if os.path.exists(log_path) else None
+    except ValueError as err:  # e.g. a training that failed before its first update
+        print(f"warning: {err}", file=sys.stderr)
+        log = None
+    if log is not None:
+        records = log.train_inner + log.train + [r for rs in log.valid.values() for r in rs]
+        last = max(records, key=lambda r: r.num_updates)
+        row.update(epochs=last.epoch, updates=last.num_updates)
+        wall = tl.wall_seconds(log, last.num_updates)
+        row["wall"] = None if wall is None else wall / 60
+        valid = [r.stats["ppl"] for r in log.valid.get("valid", []) if "ppl" in r.stats]
+        row["best_ppl"] = min(valid) if valid else None
+        with open(log_path, encoding="utf-8") as f:  # "num. shared model params: 4,612,096 (..."
+            found = re.findall(r"num\. (?:shared )?model params: ([\d,]+)", f.read())
+        row["params"] = int(found[-1].replace(",", "")) if found else None
+    for key, file in (("ppl", "valid.json"), ("bleu", "bleu.json")):
+        path = os.path.join(d, file)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                row[key] = json.load(f)
+    row["ppl"] = row["ppl"] and row["ppl"]["ppl"]
+    return row
 
 
 def cmd_table(args):
     rows, signature = [], None
+    fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
     for name in args.names:
-        updates, wall, ppl, bleu = system_row(args.work, name)
-        fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
-        rows.append(f"| {name} | {fmt(updates, 'd')} | {fmt(wall, '.1f')} | {fmt(ppl, '.2f')} | "
-                    f"{fmt(bleu and bleu['score'], '.2f')} |")
-        signature = signature or (bleu and bleu.get("signature"))
-    print(f"| system | updates | wall min | valid ppl | test {args.metric} |")
-    print("|---|---|---|---|---|")
+        r = system_row(args.work, name)
+        params = None if r["params"] is None else r["params"] / 1e6
+        rows.append(f"| {name} | {fmt(params, '.2f')} | {fmt(r['epochs'], 'd')} | {fmt(r['updates'], 'd')} | "
+                    f"{fmt(r['wall'], '.1f')} | {fmt(r['best_ppl'], '.2f')} | {fmt(r['ppl'], '.2f')} | "
+                    f"{fmt(r['bleu'] and r['bleu']['score'], '.2f')} |")
+        signature = signature or (r["bleu"] and r["bleu"].get("signature"))
+    print(f"| system | M params | epochs | updates | wall min | best valid ppl (training) | "
+          f"valid ppl | test {args.metric} |")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     if signature:
         print(f"\nsacreBLEU signature: {signature}")

@@ -81,7 +81,8 @@ def forced_attention(models, src_dict, tgt_dict, pairs: Sequence[Tuple[str, str]
         per_model = []
         for model in models:
             _, extra = model(src_tokens, src_lengths, prev)
-            attn = extra.get("attn") if isinstance(extra, dict) else None
+            # {"attn": ...} (ours, Transformer) or the tensor itself (fairseq's lstm)
+            attn = extra if torch.is_tensor(extra) else extra.get("attn") if isinstance(extra, dict) else None
             attn = attn[0] if isinstance(attn, list) else attn
             if attn is None:
                 raise AttentionError(f"{type(model).__name__} returned no attention (a model without attention?)")

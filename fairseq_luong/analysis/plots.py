@@ -21,26 +21,31 @@ def _save(fig, path: str) -> str:
     return path
 
 
-def plot_curves(series: Sequence[Tuple[str, List[float], List[float]]], path: str, xlabel: str,
-                ylabel: str, title: str = "", log_y: bool = False,
-                extra: Sequence[Tuple[str, List[float], List[float]]] = (), extra_ylabel: str = "") -> str:
-    """One line per (name, xs, ys); ``extra`` series (e.g. training loss) on a second panel."""
-    panels = 2 if extra else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.5), squeeze=False)
-    for ax, lines, label in ((axes[0][0], series, ylabel), (axes[0][-1], extra, extra_ylabel)):
-        if ax is axes[0][-1] and not extra:
-            break
+Series = Sequence[Tuple[str, List[float], List[float]]]  # (name, xs, ys) per line
+
+
+def plot_panels(panels: Sequence[Tuple[str, str, Series, bool]], path: str, title: str = "") -> str:
+    """Side by side, one panel per (xlabel, ylabel, series, log_y): a line per series."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
+    for ax, (xlabel, ylabel, lines, log_y) in zip(axes[0], panels):
         for name, xs, ys in lines:
             ax.plot(xs, ys, marker="o" if len(xs) <= 30 else None, markersize=3, label=name)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(label)
-        if log_y and ax is axes[0][0]:
+        ax.set_ylabel(ylabel)
+        if log_y:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
         ax.legend()
     if title:
         fig.suptitle(title)
     return _save(fig, path)
+
+
+def plot_curves(series: Series, path: str, xlabel: str, ylabel: str, title: str = "", log_y: bool = False,
+                extra: Series = (), extra_ylabel: str = "") -> str:
+    """One line per (name, xs, ys); ``extra`` series (e.g. training loss) on a second panel."""
+    panels = [(xlabel, ylabel, series, log_y)] + ([(xlabel, extra_ylabel, extra, False)] if extra else [])
+    return plot_panels(panels, path, title)
 
 
 def plot_bleu_by_length(bucket_labels: List[str], systems: Sequence[Tuple[str, List[Optional[float]]]],

@@ -1,9 +1,10 @@
 """Validation and training statistics from fairseq-train logs (``--log-format`` simple,
 tqdm or json; the console output or ``--log-file``), for learning curves (Luong et al.
 2015, Fig. 5)."""
+import bisect
 import json
 import re
-from typing import Dict, List, NamedTuple
+from typing import Dict, List, NamedTuple, Optional
 
 # "... | valid | epoch 003 | valid on 'valid' subset | loss 6.07 | ppl 67.17 | ... | num_updates 10"
 _SIMPLE_VALID = re.compile(r"\| (?:valid|\S+) \| epoch (\d+) \| valid on '([^']+)' subset \| (.*)$")
@@ -98,3 +99,21 @@ def read_training_log(path: str) -> TrainingLog:
             "with --log-format simple, tqdm or json)"
         )
     return TrainingLog(path, valid, train, inner)
+
+
+def wall_seconds(log: TrainingLog, num_updates: int) -> Optional[float]:
+    """fairseq's wall clock (``wall``: seconds since training began, carried over a resume)
+    after ``num_updates`` updates. Validation lines carry none, so it is interpolated
+    linearly in updates between the train and train_inner records around it (from 0 s at
+    update 0), and extrapolated past the last one at the rate of the last two. None when
+    the log has no wall clock (e.g. fairseq-validate output)."""
+    known = {r.num_updates: r.stats["wall"] for r in log.train_inner + log.train if "wall" in r.stats}
+    if not known:
+        return None
+    known.setdefault(0, 0.0)
+    updates = sorted(known)
+    k = min(max(bisect.bisect_left(updates, num_updates), 1), len(updates) - 1)
+    if len(updates) < 2:
+        return known[updates[0]]
+    (u0, w0), (u1, w1) = (updates[k - 1], known[updates[k - 1]]), (updates[k], known[updates[k]])
+    return max(0.0, w0 + (num_updates - u0) * (w1 - w0) / (u1 - u0))
