@@ -48,6 +48,26 @@ def test_plot_curves_reads_both_log_formats(tmp_path, capsys):
         script("plot_curves")["main"]([str(tmp_path / "other.log"), "--png", str(png)])
 
 
+def test_wall_clock_of_validations(tmp_path, capsys):
+    """Validation lines carry no wall clock: interpolated in updates between the train lines
+    around them (from 0 s at update 0), extrapolated past the last at the last two's rate."""
+    from fairseq_luong.analysis.training_log import read_training_log, wall_seconds
+
+    log = tmp_path / "train.log"
+    log.write_text("""\
+2026-11-25 02:29:57 | INFO | train_inner | epoch 001:      2 / 5 loss=6.4, ppl=86.8, num_updates=2, wall=3
+2026-11-25 02:29:57 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 6.3 | ppl 80 | num_updates 5
+2026-11-25 02:29:57 | INFO | train | epoch 001 | loss 6.4 | ppl 83.9 | num_updates 5 | wall 9
+2026-11-25 02:29:58 | INFO | valid | epoch 002 | valid on 'valid' subset | loss 6.1 | ppl 70 | num_updates 7
+""", encoding="utf-8")
+    parsed = read_training_log(str(log))
+    assert [wall_seconds(parsed, u) for u in (0, 1, 2, 4, 5, 7)] == [0.0, 1.5, 3.0, 7.0, 9.0, 13.0]
+    png = tmp_path / "curves.png"
+    script("plot_curves")["main"]([str(log), "--x", "minutes", "updates", "--png", str(png)])
+    assert "| train | 2 | 70.00 | 0.2 | 70.00 |" in capsys.readouterr().out  # 13 s = 0.2 min
+    assert_png(png)
+
+
 def test_bleu_by_length_table_and_plot(tmp_path, capsys):
     lengths = [3, 12, 20, 75, 10]  # bucket edges are inclusive: 10 and 20 close their buckets
     sources = [" ".join(["w"] * n) for n in lengths]
