@@ -61,14 +61,15 @@ def log_fields(line):
 
 
 def training_log():
-    """fairseq_luong.analysis.training_log, the reader of fairseq-train logs (imported when
-    needed: it loads fairseq_luong, and with it torch, which the other commands do not need)."""
-    import logging
+    """fairseq_luong/analysis/training_log.py, the reader of fairseq-train logs, loaded from
+    its file alone: it needs nothing else of the package, whose import loads torch and
+    fairseq (seconds that every table and curve would wait for)."""
+    import importlib.util
 
-    logging.getLogger("fairseq").setLevel(logging.WARNING)  # its import-time INFO lines
-    sys.path.insert(0, REPO)
-    from fairseq_luong.analysis import training_log as module
-
+    path = os.path.join(REPO, "fairseq_luong", "analysis", "training_log.py")
+    spec = importlib.util.spec_from_file_location("fairseq_luong_training_log", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
