@@ -101,13 +101,15 @@ def test_footnote_14_rows_by_hand():
 
 @pytest.mark.parametrize("arch,input_word", [("luong_global_general", True), ("luong_localp", True),
                                              ("luong_global_location", False), ("luong_base", False),
-                                             ("rnnsearch_tiny", False)])
+                                             ("rnnsearch_tiny", False), ("lstm", False)])
 def test_forced_attention_reads_rows_as_the_model_declares(arch, input_word):
     from fairseq_luong.analysis.forced_attention import aligns_input_word, forced_attention
 
     torch.manual_seed(0)
     sizes = [] if arch.startswith("rnnsearch") else ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8",
                                                      "--decoder-embed-dim", "8", "--decoder-hidden-size", "8"]
+    if arch == "lstm":  # fairseq's own: its decoder returns the attention tensor itself
+        sizes += ["--decoder-out-embed-dim", "8"]
     model, task, _ = build_model(arch, *sizes)
     model.eval()
     assert aligns_input_word(model) == input_word
@@ -123,7 +125,8 @@ def test_forced_attention_reads_rows_as_the_model_declares(arch, input_word):
         tgt = tgt_d.encode_line(t, add_if_not_exist=False).long()
         prev = torch.cat([tgt[-1:], tgt[:-1]]).unsqueeze(0)
         with torch.no_grad():
-            attn = model(src, torch.tensor([src.size(1)]), prev)[1]["attn"][0][0, :, :-1]  # EOS column dropped
+            extra = model(src, torch.tensor([src.size(1)]), prev)[1]
+            attn = (extra["attn"][0] if isinstance(extra, dict) else extra)[0, :, :-1]  # EOS column dropped
         n = len(t.split())
         assert torch.allclose(got[False][i].rows, attn[:n], atol=1e-6)
         assert torch.allclose(got[True][i].rows, attn[1:] if input_word else attn[:n], atol=1e-6)

@@ -4,7 +4,7 @@ For forced alignment (AER, Luong et al. 2015, section 5.4) and attention heat ma
 (Fig. 7): the reference translation is fed to the decoder, and the attention at every
 step is read off, one sentence at a time out of padded batches. Works with any fairseq
 encoder-decoder whose decoder returns ``{"attn": [bsz x tgtlen x srclen]}`` (ours,
-fairseq's ``lstm`` and Transformer).
+Transformer) or that tensor itself (fairseq's ``lstm``, whose columns are right-padded).
 """
 import contextlib
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -35,6 +35,17 @@ def load_ensemble(paths: str, data: str, source_lang: Optional[str] = None,
     for model in models:
         model.eval()
     return models, task
+
+
+def attends_right_padded(model) -> bool:
+    """True when the model's attention columns put each sentence's tokens first (right
+    padding) although fairseq hands it left-padded sources: fairseq's ``lstm`` encoder
+    turns left padding into right padding before its LSTM (``LSTMEncoder.forward``). Ours
+    (and the Transformer) keep the source's positions."""
+    from fairseq.models.lstm import LSTMEncoder
+
+    encoder = getattr(model, "encoder", None)
+    return isinstance(encoder, LSTMEncoder) and bool(getattr(encoder, "left_pad", False))
 
 
 def aligns_input_word(model) -> bool:
@@ -86,14 +97,16 @@ def forced_attention(models, src_dict, tgt_dict, pairs: Sequence[Tuple[str, str]
             attn = attn[0] if isinstance(attn, list) else attn
             if attn is None:
                 raise AttentionError(f"{type(model).__name__} returned no attention (a model without attention?)")
-            per_model.append((attn.float(), paper_convention and aligns_input_word(model)))
+            per_model.append((attn.float(), paper_convention and aligns_input_word(model),
+                              attends_right_padded(model)))
         srclen = src_tokens.size(1)
         for b, i in enumerate(ids):
             n_src, n_tgt = len(srcs[b]), len(tgts[b]) - 1  # without EOS
-            start = srclen - n_src  # left padding
             rows = torch.stack([
+                # columns of the sentence's tokens: after the left padding, or first
                 rows_per_target_token(attn[b, : n_tgt + 1, start : start + n_src - 1], n_tgt, input_word)
-                for attn, input_word in per_model
+                for attn, input_word, right_padded in per_model
+                for start in [0 if right_padded else srclen - n_src]
             ]).mean(0)  # n_tgt x (n_src - 1): EOS column dropped
             # labels from the text (a word outside the vocabulary is itself, not <unk>); the
             # dictionaries split lines on whitespace too, so there is one per token
