@@ -164,6 +164,7 @@ evaluate() {
 # against updates and against wall-clock minutes (WORK/curves.{md,png})
 table() {
   local s translated=() trained=() maps=()
+  mkdir -p "$WORK"
   for s in $SYSTEMS; do
     [[ -f "$WORK/systems/$s/test.hyp" ]] && translated+=("$s=$WORK/systems/$s/test.hyp")
     grep -qs "| valid |" "$WORK/systems/$s/train.log" && trained+=("$s=$WORK/systems/$s/train.log")
