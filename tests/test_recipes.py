@@ -182,6 +182,24 @@ def test_average_checkpoints(multi30k):
                        avg["encoder.embed_tokens.weight"])
 
 
+def test_average_includes_the_final_state_after_the_last_interval_checkpoint(multi30k):
+    """A time budget ends between two saves: the updates after the newest interval checkpoint
+    are in checkpoint_last.pt only, and model.pt averages it with the newest interval one."""
+    data, work, opts, _, _ = multi30k
+    recipe("multi30k_en_de", *opts, "train", "luong_global_general", "--", *TINY, "--max-update", 5)
+    ckpts = work / "systems" / "luong_global_general" / "checkpoints"
+    assert sorted(p.name for p in ckpts.glob("checkpoint_*_*.pt")) == ["checkpoint_1_2.pt",
+                                                                        "checkpoint_1_4.pt"]
+    recipe("multi30k_en_de", *opts, "translate", "luong_global_general")
+    model = torch.load(work / "systems" / "luong_global_general" / "model.pt", weights_only=True)
+    last = torch.load(ckpts / "checkpoint_last.pt", weights_only=True)
+    four = torch.load(ckpts / "checkpoint_1_4.pt", weights_only=True)
+    assert last["optimizer_history"][-1]["num_updates"] == 5
+    assert model["optimizer_history"][-1]["num_updates"] == 5
+    for k, v in model["model"].items():
+        torch.testing.assert_close(v, (four["model"][k] + last["model"][k]) / 2)
+
+
 def test_hyps_refuses_missing_sentences(tmp_path):
     ref = tmp_path / "ref"
     ref.write_text("a\nb\nc\n")

@@ -96,20 +96,26 @@ train_system() {
   touch "$dir/trained"; stamp "$dir/trained" "$key"
 }
 
-# average_last NAME N: WORK/systems/NAME/model.pt = the average of the last N
-# interval checkpoints (checkpoint_E_U.pt; fewer when fewer exist), or
-# checkpoint_last.pt when there is none or N is 1
+# average_last NAME N: WORK/systems/NAME/model.pt = the average of the last N saved
+# states: the interval checkpoints (checkpoint_E_U.pt) and, when training went on after
+# the newest of them (a time budget ends between two saves), checkpoint_last.pt, the final
+# state, in place of the oldest; fewer when fewer exist; checkpoint_last.pt alone when N is 1
 average_last() {
   local name="$1" n="$2" dir="$WORK/systems/$1"
   local ckpts=("$dir"/checkpoints/checkpoint_*_*.pt)
   [[ -e "${ckpts[0]}" ]] || ckpts=()
-  local key; key="$(cat "$dir/trained.key") average $n"
+  local key; key="$(cat "$dir/trained.key") average $n final"
   fresh "$dir/model.pt" "$key" && return
   [[ -f "$dir/checkpoints/checkpoint_last.pt" ]] || die "$name: no checkpoint in $dir/checkpoints: train it first"
-  if (( n > 1 && ${#ckpts[@]} > 1 )); then
-    (( n > ${#ckpts[@]} )) && n=${#ckpts[@]}
-    python "$REPO/scripts/average_checkpoints.py" --inputs "$dir/checkpoints" \
-      --num-update-checkpoints "$n" --output "$dir/model.pt"
+  # "UPDATES PATH" of each interval checkpoint, oldest first
+  local c u states=() newest=0 final
+  for c in "${ckpts[@]}"; do u="${c##*_}"; u="${u%.pt}"; states+=("$u $c"); (( u > newest )) && newest=$u; done
+  final=$(grep -o "num_updates [0-9]*" "$dir/train.log" 2>/dev/null | tail -1 | cut -d' ' -f2)
+  mapfile -t states < <(printf '%s\n' "${states[@]+"${states[@]}"}" | sed '/^$/d' | sort -n | cut -d' ' -f2-)
+  (( ${final:-0} > newest )) && states+=("$dir/checkpoints/checkpoint_last.pt")
+  if (( n > 1 && ${#states[@]} > 1 )); then
+    (( n > ${#states[@]} )) && n=${#states[@]}
+    python "$REPO/scripts/average_checkpoints.py" --inputs "${states[@]: -$n}" --output "$dir/model.pt"
   else
     cp "$dir/checkpoints/checkpoint_last.pt" "$dir/model.pt"
   fi
