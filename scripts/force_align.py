@@ -31,22 +31,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_luong.analysis.text_files import read_lines  # noqa: E402
+from fairseq_luong.analysis.text_files import add_model_arguments, read_lines  # noqa: E402
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("data", help="fairseq data directory with the dictionaries (dict.SRC.txt, dict.TGT.txt)")
-    parser.add_argument("--path", required=True, help="checkpoint(s), colon-separated for an ensemble")
-    parser.add_argument("--source", required=True, help="source sentences, one a line")
-    parser.add_argument("--target", required=True, help="their translations, line-aligned")
-    parser.add_argument("-s", "--source-lang", default=None)
-    parser.add_argument("-t", "--target-lang", default=None)
-    parser.add_argument("--paper-convention", action="store_true",
-                        help="footnote 14: a content-based a_t aligns the input word y_{t-1}")
-    parser.add_argument("--spm-model", default=None, help="SentencePiece model to segment words into pieces")
-    parser.add_argument("--spm-model-target", default=None, help="the target side's, if it differs")
+    add_model_arguments(parser, target_help=None)
     parser.add_argument("--bpe-marker", default=None, help="the text is already subword-nmt pieces ('@@')")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--output", default="-", help="links file (default: stdout)")

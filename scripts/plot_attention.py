@@ -25,7 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_luong.analysis.text_files import read_lines  # noqa: E402
+from fairseq_luong.analysis.text_files import add_model_arguments, read_lines  # noqa: E402
 
 
 def translate(models, task, source, beam):
@@ -63,19 +63,10 @@ def windows_of(p_values, n_tgt, input_word, window, n_src):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("data", help="fairseq data directory with the dictionaries")
-    parser.add_argument("--path", required=True, help="checkpoint(s), colon-separated for an ensemble")
-    parser.add_argument("--source", required=True, help="source sentences, one a line")
-    parser.add_argument("--target", default=None, help="translations to teacher-force (default: translate)")
+    add_model_arguments(parser, target_help="translations to teacher-force (default: translate)")
     parser.add_argument("--lines", type=int, nargs="+", required=True, help="line numbers to draw (1-based)")
     parser.add_argument("--out-dir", required=True, help="where the PNGs go (attention_LINE.png)")
-    parser.add_argument("-s", "--source-lang", default=None)
-    parser.add_argument("-t", "--target-lang", default=None)
-    parser.add_argument("--paper-convention", action="store_true",
-                        help="footnote 14: a content-based a_t is the input word's alignment")
     parser.add_argument("--beam", type=int, default=5, help="beam size when translating")
-    parser.add_argument("--spm-model", default=None, help="SentencePiece model: encode the words into pieces")
-    parser.add_argument("--spm-model-target", default=None)
     parser.add_argument("--gold", default=None, help="gold links to draw (word-level data)")
     parser.add_argument("--gold-index", type=int, choices=(0, 1), default=1)
     parser.add_argument("--swap-gold", action="store_true", help="gold links put the target side first")
