@@ -133,3 +133,37 @@ def test_plot_attention_writes_a_png_per_line(centre_model, tmp_path, capsys):
         assert_png(tmp_path / path)
     with pytest.raises(SystemExit, match="--lines 3: .* has 2 lines"):
         main(common + ["--lines", "3"])
+
+
+def test_japanese_words_without_a_font_for_them_warn_once_not_per_character(tmp_path, monkeypatch, caplog):
+    import warnings
+
+    import numpy as np
+
+    from fairseq_luong.analysis import plots
+
+    latin_only = [("sans-serif", set(range(0x250)))]  # a machine without a CJK font
+    monkeypatch.setattr(plots, "_installed_fonts", lambda: iter(latin_only))
+    monkeypatch.setattr(plots, "_warned_about", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(2):
+            plots.plot_attention(np.eye(3), ["a", "b", "c"], ["日本", "語", "です"], str(tmp_path / f"{i}.png"))
+    assert_png(tmp_path / "1.png")
+    said = [r.getMessage() for r in caplog.records if "fonts-noto-cjk" in r.getMessage()]
+    assert len(said) == 1 and "drawn as boxes" in said[0]
+    assert not [w for w in caught if "missing from font" in str(w.message)]
+
+
+def test_the_font_for_labels_is_the_first_that_has_all_their_characters():
+    from fairseq_luong.analysis.plots import covering_family, label_font
+
+    latin, cjk = set(range(0x250)), set(range(0x250)) | set(range(0x3040, 0x30FF)) | set(range(0x4E00, 0x9FFF))
+    fonts = [("sans-serif", latin), ("Noto Sans CJK JP", cjk)]
+    assert covering_family(set("über"), fonts) == "sans-serif"
+    assert covering_family(set("日本語です"), fonts) == "Noto Sans CJK JP"
+    assert covering_family(set("日本語です"), fonts[:1]) is None
+    assert label_font(["über", "ß"]) == "sans-serif"  # the default font, on any machine
+    # never a "Last Resort" font (this machine has one: a box for every character)
+    family = label_font(["日本", "です"])
+    assert family is None or "last resort" not in family.lower()

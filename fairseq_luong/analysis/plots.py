@@ -3,7 +3,9 @@ display needed): learning curves (Fig. 5), BLEU by sentence length (Fig. 6) and
 attention heat maps (Fig. 7)."""
 import logging
 import os
-from typing import List, Optional, Sequence, Tuple
+import re
+import warnings
+from typing import Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging setup lets its DEBUG through
 import matplotlib  # noqa: E402
@@ -11,6 +13,9 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.patches as patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
+
+logger = logging.getLogger(__name__)
 
 
 def _save(fig, path: str) -> str:
@@ -19,6 +24,16 @@ def _save(fig, path: str) -> str:
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _dress(ax, xlabel: str, ylabel: str, log_y: bool = False) -> None:
+    """The axes of every line plot here: labels, optional log y, a light grid, the legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if log_y:
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
 
 
 Series = Sequence[Tuple[str, List[float], List[float]]]  # (name, xs, ys) per line
@@ -30,12 +45,7 @@ def plot_panels(panels: Sequence[Tuple[str, str, Series, bool]], path: str, titl
     for ax, (xlabel, ylabel, lines, log_y) in zip(axes[0], panels):
         for name, xs, ys in lines:
             ax.plot(xs, ys, marker="o" if len(xs) <= 30 else None, markersize=3, label=name)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        if log_y:
-            ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-        ax.legend()
+        _dress(ax, xlabel, ylabel, log_y)
     if title:
         fig.suptitle(title)
     return _save(fig, path)
@@ -58,13 +68,70 @@ def plot_bleu_by_length(bucket_labels: List[str], systems: Sequence[Tuple[str, L
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
     ax.set_xticks(xs)
     ax.set_xticklabels(bucket_labels)
-    ax.set_xlabel("source sentence length (words)")
-    ax.set_ylabel("BLEU")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    _dress(ax, "source sentence length (words)", "BLEU")
     if title:
         ax.set_title(title)
     return _save(fig, path)
+
+
+def covering_family(chars: Set[str], fonts: Iterable[Tuple[str, Set[int]]]) -> Optional[str]:
+    """The first font family whose character map holds every one of ``chars``, or None.
+
+    ``fonts``: (family, code points) pairs, the default font first."""
+    for family, charmap in fonts:
+        if all(ord(c) in charmap for c in chars):
+            return family
+    return None
+
+
+# Families that carry Japanese/Chinese glyphs (checked against their character maps before
+# use). Not every font: matplotlib's own "Last Resort" font maps every character to a box.
+CJK_FAMILIES = re.compile(r"CJK|Gothic|Mincho|Han Sans|Han Serif|\bJP\b|WenQuanYi|Droid Sans Fallback|"
+                          r"Hiragino|Meiryo|IPA|Takao|Unifont|Sarasa|AR PL", re.IGNORECASE)
+
+
+def _installed_fonts() -> Iterator[Tuple[str, Set[int]]]:
+    """(family, code points) of matplotlib's default font ("sans-serif"), then of the
+    installed fonts whose family names one with CJK glyphs, read lazily."""
+    from matplotlib.ft2font import FT2Font
+
+    default = font_manager.findfont(font_manager.FontProperties(family=["sans-serif"]))
+    candidates = [(default, "sans-serif")] + [
+        (f.fname, f.name) for f in font_manager.fontManager.ttflist
+        if CJK_FAMILIES.search(f.name)
+    ]
+    seen = set()
+    for path, family in candidates:
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            charmap = set(FT2Font(path).get_charmap())
+        except (OSError, RuntimeError, ValueError):  # an unreadable font file: skip it
+            continue
+        yield family, charmap
+
+
+_warned_about: Set[str] = set()
+
+
+def label_font(labels: Sequence[str], fonts: Optional[Iterable[Tuple[str, Set[int]]]] = None) -> Optional[str]:
+    """The font family to draw ``labels`` with, or None if no installed font has them all.
+
+    Japanese or Chinese words (perSPE, ASPEC) are outside matplotlib's DejaVu Sans: an
+    installed font that has them is chosen; without one they are drawn as boxes, and ONE
+    warning says which font to install (instead of matplotlib's warning per character)."""
+    chars = {c for label in labels for c in label if not c.isspace()}
+    family = covering_family(chars, _installed_fonts() if fonts is None else fonts)
+    if family is None:
+        wide = "".join(sorted(c for c in chars if ord(c) > 0x2E7F)) or "".join(sorted(chars))
+        if wide[:1] not in _warned_about:
+            _warned_about.add(wide[:1])
+            logger.warning(
+                "no installed font has all the characters of the heat map's words (%r...): they "
+                "are drawn as boxes; install a font that has them (Japanese, Chinese: Debian/Ubuntu "
+                "`apt install fonts-noto-cjk`) and rerun", wide[:8])
+    return family
 
 
 def plot_attention(weights, source: List[str], target: List[str], path: str, title: str = "",
@@ -79,10 +146,11 @@ def plot_attention(weights, source: List[str], target: List[str], path: str, tit
     rows, cols = len(target), len(source)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * cols + 2), max(3.0, 0.4 * rows + 1.5)))
     image = ax.imshow(weights, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    family = label_font(list(source) + list(target))
     ax.set_xticks(range(cols))
-    ax.set_xticklabels(source, rotation=90)
+    ax.set_xticklabels(source, rotation=90, fontfamily=family or "sans-serif")
     ax.set_yticks(range(rows))
-    ax.set_yticklabels(target)
+    ax.set_yticklabels(target, fontfamily=family or "sans-serif")
     ax.xaxis.tick_top()
     for t, window in enumerate(windows or []):
         if window is None:
@@ -98,4 +166,7 @@ def plot_attention(weights, source: List[str], target: List[str], path: str, tit
     fig.colorbar(image, ax=ax, fraction=0.04)
     if title:
         ax.set_xlabel(title)
-    return _save(fig, path)
+    with warnings.catch_warnings():
+        if family is None:  # said once by label_font; not again for every character
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        return _save(fig, path)
