@@ -8,7 +8,8 @@ lone carriage return is a line break too) and reports, with file:line:
   so every later sentence pair is shifted by one (the error names the fix);
 * a UTF-8 byte order mark: it would become part of the first word;
 * other control characters (and U+0085, U+2028, U+2029, which str.splitlines
-  and many tools treat as line breaks);
+  and many tools treat as line breaks); with --control-characters keep, those
+  that nothing reads as a line break are one warning per file instead;
 * invalid UTF-8, different line counts, a line empty on one side only;
 * a sentence longer than the model takes: fairseq appends EOS, so a sentence
   of N words needs N + 1 of the model's --max-positions (default 1024, the
@@ -36,14 +37,28 @@ from tqdm import tqdm
 BOM = "\ufeff"
 # C0 controls except tab, DEL, C1 controls, and the Unicode line/paragraph separators
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# those of them that str.splitlines (and so many tools) reads as line breaks: always errors
+LINE_BREAKING = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 class Problems:
     """Collects ``path:line: message`` errors, at most ``limit`` per file."""
 
-    def __init__(self, limit):
+    def __init__(self, limit, keep_control=False):
         self.limit, self.count, self.shown = limit, {}, []
         self.unreadable = set()
+        # --control-characters keep: path -> [lines holding one, first line, char, column]
+        self.keep_control, self.kept = keep_control, {}
+
+    def keep(self, path, lineno, char, column):
+        seen = self.kept.setdefault(path, [0, lineno, char, column])
+        seen[0] += 1
+
+    def warn_kept(self):
+        for path, (n, lineno, char, column) in self.kept.items():
+            print(f"warning: {path}: {n} line{'s hold' if n > 1 else ' holds'} control characters (first: line "
+                  f"{lineno}, U+{ord(char):04X} at column {column}); kept (--control-characters keep): "
+                  "fairseq reads them as part of their words", file=sys.stderr)
 
     def add(self, path, lineno, message):
         n = self.count[path] = self.count.get(path, 0) + 1
@@ -88,7 +103,9 @@ def iter_lines(path, problems):
                 problems.add(path, i, f"UTF-8 byte order mark (U+FEFF) {where}: it would become part "
                                       f"of a word; remove it: sed -i 's/\\xEF\\xBB\\xBF//g' {path}")
             control = CONTROL.search(text.replace("\r", ""))
-            if control:
+            if control and problems.keep_control and not LINE_BREAKING.search(text):
+                problems.keep(path, i, control.group(), control.start() + 1)
+            elif control:
                 problems.add(path, i, f"control character U+{ord(control.group()):04X} at column "
                                       f"{control.start() + 1}: remove or replace it")
             yield text
@@ -168,6 +185,10 @@ def main(argv=None):
     parser.add_argument("--max-positions", type=int, default=1024,
                         help="the model's --max-source/target-positions; a sentence of N words needs N + 1")
     parser.add_argument("--max-problems", type=int, default=10, help="problems listed per file")
+    parser.add_argument("--control-characters", choices=["error", "keep"], default="error",
+                        help="keep: control characters that no reader takes for a line break (such "
+                             "as C1 mojibake, U+0080-U+009F, in WMT data) are counted in one warning "
+                             "per file instead of errors (default: %(default)s)")
     args = parser.parse_args(argv)
     held_out = split_prefixes(args.validpref) + split_prefixes(args.testpref)
     named = split_prefixes(args.trainpref) + held_out
@@ -177,7 +198,7 @@ def main(argv=None):
         parser.error(f"{args.trainpref} is given as training data and as a held-out set: scores on it "
                      "would measure memory, not translation")
 
-    problems = Problems(args.max_problems)
+    problems = Problems(args.max_problems, keep_control=args.control_characters == "keep")
     overlap, sizes = Overlap(), {}
     for prefix in held_out + args.prefixes:  # held-out sets first: the training pass looks them up
         remember = overlap.remember(prefix) if prefix in held_out else None
@@ -186,6 +207,7 @@ def main(argv=None):
     if args.trainpref:
         sizes[args.trainpref] = check_pair(args.trainpref, args.source_lang, args.target_lang,
                                            args.max_positions, problems, on_pair=overlap.look_up)
+    problems.warn_kept()
     if problems.report():
         return 1
     if args.trainpref:

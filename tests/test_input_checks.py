@@ -56,6 +56,27 @@ def test_bom_control_characters_and_invalid_utf8_are_named(tmp_path):
     assert f"{tmp_path / 'u.en'}:2: not valid UTF-8" in err
 
 
+def test_control_characters_keep_is_one_warning_but_line_breaks_stay_errors(tmp_path):
+    """WMT text holds C1 mojibake (U+0092 for an apostrophe, ../shared/data/wmt_sample_en_de
+    has 11 such lines): --control-characters keep (the WMT14 recipe's) lets it through with one
+    warning per file; characters that str.splitlines takes for a line break stay errors."""
+    prefix = pair(tmp_path, "c", "it\x92s\nok\u2028no\nthe\x96end\n", "es\nja\nnein\n")
+    code, err = check(prefix)
+    assert code == 1 and f"{prefix}.en:1: control character U+0092 at column 3" in err
+    code, err = check(prefix, "--control-characters", "keep")
+    assert code == 1 and f"{prefix}.en:2: control character U+2028 at column 3" in err
+    assert (f"warning: {prefix}.en: 2 lines hold control characters (first: line 1, U+0092 at "
+            "column 3); kept") in err
+    assert "U+0092 at column 3: remove" not in err
+    only_c1 = pair(tmp_path, "d", "it\x92s\nfine\n", "es\x85\ngut\n")
+    code, err = check(only_c1, "--control-characters", "keep")
+    assert code == 1 and f"{only_c1}.de:1: control character U+0085" in err  # NEL: a line break
+    write(tmp_path / "d.de", "es\ngut\n")
+    code, err = check(only_c1, "--control-characters", "keep")
+    assert code == 0 and f"ok: {only_c1}.{{en,de}}: 2 sentence pairs" in err
+    assert f"warning: {only_c1}.en: 1 line holds control characters (first: line 1, U+0092" in err
+
+
 @pytest.mark.parametrize("words,ok", [(1023, True), (1024, False)])
 def test_length_counts_the_eos_fairseq_appends(tmp_path, words, ok):
     """1,024 words + EOS = 1,025 positions: fairseq-train drops the pair, fairseq-generate stops."""

@@ -232,6 +232,9 @@ def wmt14(tmp_path_factory):
         pytest.skip("../shared/data/wmt_sample_en_de not present")
     data = make_wmt14_release(tmp_path_factory.mktemp("wmt14_release"), n_train=200, n_test=12)
     for lang in ("en", "de"):
+        lines = (data / f"train.{lang}").read_text(encoding="utf-8").splitlines(True)
+        lines[4] = lines[4].replace(" ", "\x92 ", 1)  # C1 mojibake, as in the real WMT text
+        (data / f"train.{lang}").write_text("".join(lines), encoding="utf-8")
         with open(data / f"train.{lang}", "a", encoding="utf-8") as f:
             f.write(" ".join(["the"] * 51) + "\n")
         vocab = data / f"vocab.50K.{lang}"
@@ -268,6 +271,7 @@ def test_wmt14_prepare_train_eval(wmt14, tmp_path):
     data, work, opts, stubs, prep, train = wmt14
     assert not (stubs / "downloaded").exists()
     assert "kept 200 of 201 pairs" in prep.stderr
+    assert f"warning: {data / 'train.en'}: 1 line holds control characters (first: line 5, U+0092" in prep.stderr
     assert "[localp_general_feed] epoch 1 done" in train.stderr
     # the paper's settings reach fairseq: SGD on the sentence-averaged gradient, batches of
     # 128, norm 5, U[-0.1, 0.1]; with dropout 0.2: 12 epochs, lr halved from epoch 9

@@ -155,7 +155,7 @@ get them from $URL/ (Luong et al.'s preprocessed WMT'14 data)"
   local t0=$SECONDS split
   python "$REPO/scripts/check_parallel.py" --trainpref "$SRC_DIR/train" \
     --validpref "$SRC_DIR/newstest2013" --testpref "$SRC_DIR/newstest2014,$SRC_DIR/newstest2015" \
-    "$SRC_DIR/newstest2012" -s en -t de >&2
+    "$SRC_DIR/newstest2012" -s en -t de --control-characters keep >&2
   mkdir -p "$WORK/text"
   say "keeping training pairs of at most 50 words on both sides (section 4)"
   python "$TOOLS" filter-length "$SRC_DIR/train.en" "$SRC_DIR/train.de" "$WORK/text/train" \
