@@ -58,7 +58,7 @@ class Problems:
         for path, (n, lineno, char, column) in self.kept.items():
             print(f"warning: {path}: {n} line{'s hold' if n > 1 else ' holds'} control characters (first: line "
                   f"{lineno}, U+{ord(char):04X} at column {column}); kept (--control-characters keep): "
-                  "fairseq reads them as part of their words", file=sys.stderr)
+                  "none of them breaks a line, so no sentence pair shifts", file=sys.stderr)
 
     def add(self, path, lineno, message):
         n = self.count[path] = self.count.get(path, 0) + 1
