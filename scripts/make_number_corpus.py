@@ -15,6 +15,9 @@ Each sentence is a small template over 1-3 numbers between 0 and 999,999:
 Usage:
     python scripts/make_number_corpus.py --out DIR [--train 30000 --valid 500 --test 500 --seed 1]
 writes DIR/{train,valid,test}.{en,de}. The same seed gives the same files.
+``--phrases`` also writes DIR/{split}.de.phrases: each German sentence's phrases (a
+number with its noun, a joiner), TAB-separated, the input of ``scripts/project_chunks.py``
+(perSPE's target phrases, as ``scripts/chunk_japanese.py`` makes them for Japanese).
 """
 import argparse
 import os
@@ -114,12 +117,15 @@ def phrase(rng):
 
 
 def sentence(rng):
+    """(English, German, German phrases): one to three number phrases joined by a word."""
     en, de = phrase(rng)
+    phrases = [de]
     for _ in range(rng.choice([0, 1, 1, 2])):
         joiner = rng.choice([("and", "und"), ("plus", "plus"), ("or", "oder")])
         en2, de2 = phrase(rng)
         en, de = en + [joiner[0]] + en2, de + [joiner[1]] + de2
-    return " ".join(en), " ".join(de)
+        phrases += [[joiner[1]], de2]
+    return " ".join(en), " ".join(de), "\t".join(" ".join(p) for p in phrases)
 
 
 def main(argv=None):
@@ -129,6 +135,8 @@ def main(argv=None):
     parser.add_argument("--valid", type=int, default=500, help="validation sentences")
     parser.add_argument("--test", type=int, default=500, help="test sentences")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--phrases", action="store_true",
+                        help="also write {split}.de.phrases (TAB-separated German phrases)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -136,7 +144,7 @@ def main(argv=None):
     for split, size in (("test", args.test), ("valid", args.valid), ("train", args.train)):
         pairs = []
         while len(pairs) < size:
-            en, de = sentence(rng)
+            en, de, phrases = sentence(rng)
             # held-out sentences never occur in training
             if split != "train":
                 if en in seen:
@@ -144,8 +152,9 @@ def main(argv=None):
                 seen.add(en)
             elif en in seen:
                 continue
-            pairs.append((en, de))
-        for lang, idx in (("en", 0), ("de", 1)):
+            pairs.append((en, de, phrases))
+        files = [("en", 0), ("de", 1)] + ([("de.phrases", 2)] if args.phrases else [])
+        for lang, idx in files:
             with open(os.path.join(args.out, f"{split}.{lang}"), "w", encoding="utf-8") as f:
                 f.writelines(p[idx] + "\n" for p in pairs)
     print(f"wrote {args.train}/{args.valid}/{args.test} sentence pairs to {args.out}", file=sys.stderr)

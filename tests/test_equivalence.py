@@ -212,7 +212,8 @@ def test_reverse_source_alignments_refer_to_original_positions(arch, left_pad, m
 ARCH_CLAIMS = {
     "luong_base": dict(no_attention=True, no_input_feed=True, dropout=0.0, reverse_source=False,
                        init_uniform=0.1),
-    "luong_lstm": dict(dropout=0.2, encoder_memory_dropout=0.0, init_uniform=0.1, reverse_source=False),
+    "luong_lstm": dict(dropout=0.2, encoder_memory_dropout=0.0, init_uniform=0.1, reverse_source=False,
+                       no_output_bias=False),
     "luong_global_dot": dict(attention_type="global", attention_score="dot"),
     "luong_global_general": dict(attention_type="global", attention_score="general"),
     "luong_global_concat": dict(attention_type="global", attention_score="concat"),
@@ -222,11 +223,11 @@ ARCH_CLAIMS = {
     "luong_global_general_wmt_en_de": dict(
         encoder_layers=4, decoder_layers=4, encoder_hidden_size=1000, decoder_hidden_size=1000,
         encoder_embed_dim=1000, decoder_embed_dim=1000, dropout=0.2, reverse_source=True,
-        init_uniform=0.1, attention_type="global", attention_score="general"),
+        init_uniform=0.1, attention_type="global", attention_score="general", no_output_bias=True),
     "luong_localp_wmt_en_de": dict(
         encoder_layers=4, decoder_layers=4, decoder_hidden_size=1000, dropout=0.2,
         reverse_source=True, no_input_feed=False, attention_type="local_p",
-        attention_score="general", local_window=10, init_uniform=0.1),
+        attention_score="general", local_window=10, init_uniform=0.1, no_output_bias=True),
 }
 
 
@@ -273,15 +274,43 @@ def test_encoder_memory_is_dropped_out_only_when_asked(memory_dropout):
 @pytest.mark.parametrize("arch", LUONG_ARCHS)
 def test_every_luong_arch_initialises_uniformly_by_default(arch):
     """Section 4.1: every parameter ~ U[-0.1, 0.1] (padding rows of the embeddings zero);
-    --init-uniform 0 keeps PyTorch's (embeddings N(0, 1/d): values past 0.1)."""
+    an LSTM gate's one bias too: PyTorch's two (b_ih + b_hh) sum to U[-0.1, 0.1], not to
+    a triangular draw on [-0.2, 0.2]. --init-uniform 0 keeps PyTorch's (embeddings
+    N(0, 1/d): values past 0.1)."""
     model, _ = tiny(arch)
     for name, p in model.named_parameters():
+        if ".bias_hh_" in name:
+            assert (p == 0).all(), name
+            continue
         assert p.abs().max() <= 0.1, name
         if p.numel() >= 64:
             assert p.abs().max() > 0.08, name
+    lstms = [m for m in model.modules() if isinstance(m, torch.nn.LSTM)]
+    assert lstms
+    for lstm in lstms:
+        for layer in range(lstm.num_layers):
+            for suffix in ("", "_reverse")[: 1 + lstm.bidirectional]:
+                bias = getattr(lstm, f"bias_ih_l{layer}{suffix}") + getattr(lstm, f"bias_hh_l{layer}{suffix}")
+                assert bias.abs().max() <= 0.1
     assert (model.encoder.embed_tokens.weight[model.encoder.padding_idx] == 0).all()
     pytorch, _ = tiny(arch, "--init-uniform", "0")
     assert pytorch.encoder.embed_tokens.weight.abs().max() > 0.2
+
+
+def test_no_output_bias_is_eq_6_exactly():
+    """p(y_t | ...) = softmax(W_s h~_t) (eq. 6): with --no-output-bias the decoder's logits
+    are h~_t W_s^T and nothing else; by default W_s has a bias b_s."""
+    model, task = tiny("luong_global_general", "--no-output-bias")
+    model.eval()
+    assert model.decoder.W_s.bias is None
+    batch = random_batch(task)
+    with torch.no_grad():
+        enc = model.encoder(batch["src_tokens"], batch["src_lengths"])
+        htilde, _ = model.decoder(batch["prev_output_tokens"], enc, features_only=True)
+        logits, _ = model.decoder(batch["prev_output_tokens"], enc)
+    torch.testing.assert_close(logits, htilde @ model.decoder.W_s.weight.t(), rtol=0, atol=0)
+    default, _ = tiny("luong_global_general")
+    assert default.decoder.W_s.bias is not None
 
 
 def test_paper_size_model_builds_with_paper_shapes():

@@ -79,6 +79,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
         input_feed: bool,
         share_input_output_embed: bool,
         max_target_positions: int,
+        output_bias: bool = True,
     ):
         super().__init__(dictionary)
         self.embed_tokens = embed_tokens
@@ -116,7 +117,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
                 )
             self.W_s = None
         else:
-            self.W_s = Linear(hidden_size, len(dictionary), bias=True)
+            self.W_s = Linear(hidden_size, len(dictionary), bias=output_bias)
 
     # ------------------------------------------------------------------ state
     def get_cached_state(self, incremental_state) -> Optional[Dict[str, Optional[Tensor]]]:
@@ -289,7 +290,8 @@ class LuongDecoder(FairseqIncrementalDecoder):
         return F.linear(features, weight, bias)
 
     def output_projection_params(self) -> Tuple[Tensor, Optional[Tensor]]:
-        """(W_s, b_s) of eq. 6: V x H and V (the embedding matrix and no bias when shared)."""
+        """(W_s, b_s): V x H and V. Eq. 6 has no b_s (``--no-output-bias``, or shared
+        embeddings: the embedding matrix and no bias); the default keeps one, as fairseq's lstm."""
         if self.W_s is None:
             return self.embed_tokens.weight, None
         return self.W_s.weight, self.W_s.bias

@@ -29,10 +29,18 @@ def LSTM(input_size, hidden_size, **kwargs):
 def init_uniform_(module: nn.Module, scale: float):
     """Luong et al. 2015, section 4.1: all parameters ~ U[-scale, scale].
 
+    An LSTM gate has one bias in the paper but two in PyTorch (b_ih + b_hh, summed):
+    b_ih is drawn and b_hh set to zero, so that the bias the cell sees is
+    U[-scale, scale] and not the triangular sum of two draws on [-2 scale, 2 scale].
     Embedding padding rows are set back to zero (they never get a gradient).
     """
     for p in module.parameters():
         nn.init.uniform_(p, -scale, scale)
+    for m in module.modules():
+        if isinstance(m, nn.LSTM) and m.bias:
+            for name, p in m.named_parameters():
+                if name.startswith("bias_hh"):
+                    nn.init.zeros_(p)
     for m in module.modules():
         if isinstance(m, nn.Embedding) and m.padding_idx is not None:
             nn.init.constant_(m.weight[m.padding_idx], 0)
