@@ -1,7 +1,5 @@
 """translation_chunks: chunk ids ride through fairseq's batching, keyed by sample id."""
-import types
 
-import numpy as np
 import pytest
 import torch
 from fairseq import options, tasks
@@ -65,28 +63,12 @@ def batches(task, split, max_positions=(12, 12)):
     return list(itr.next_epoch_itr(shuffle=True))
 
 
-@pytest.fixture
-def fairseq_buckets_on_numpy2(monkeypatch):
-    """fairseq's --num-batch-buckets calls np.percentile(interpolation=) and
-    np.compat.long, both gone in numpy 2; put them back for this test only."""
-    percentile = np.percentile
-
-    def percentile_with_interpolation(a, q, *args, interpolation=None, **kwargs):
-        if interpolation is not None:
-            kwargs["method"] = interpolation
-        return percentile(a, q, *args, **kwargs)
-
-    monkeypatch.setattr(np, "percentile", percentile_with_interpolation)
-    monkeypatch.setattr(np, "compat", types.SimpleNamespace(long=np.int64), raising=False)
-
-
 @pytest.mark.parametrize("extra", [[], ["--left-pad-target"],
                                    ["--num-batch-buckets", "3"],
                                    ["--left-pad-target", "--num-batch-buckets", "3"]])
-def test_chunk_ids_follow_their_sentences_through_batching(data, extra, request):
+def test_chunk_ids_follow_their_sentences_through_batching(data, extra):
+    """Also with --num-batch-buckets, which stopped with numpy 2 (fairseq_fixes.py)."""
     path, chunks = data
-    if "--num-batch-buckets" in extra:
-        request.getfixturevalue("fairseq_buckets_on_numpy2")
     task = setup(path, *extra)
     seen = set()
     for batch in batches(task, "train"):
