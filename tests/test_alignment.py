@@ -142,22 +142,25 @@ def test_subword_folding_by_hand():
     assert one_to_one_links(words) == {(0, 0), (0, 1)}
 
 
-def test_force_align_links_every_sentence_in_range(centre_model, tmp_path):
-    """The crafted model attends to each source's word floor((n + 1) / 2) (the first word
-    when that is EOS): every target word gets exactly that link; empty lines give empty
-    lines; an ensemble (attention averaged) and --paper-convention agree here."""
+@pytest.mark.parametrize("paper_convention", [False, True])
+def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, paper_convention):
+    """The crafted model's step t attends to source word t alone (the EOS from t = n on):
+    fairseq's rows link target word j to source word j, footnote 14's (local-m with the
+    general score is content-based) to word j + 1; a word whose row sits on the EOS gets
+    source word 0 (the EOS column is dropped). Empty lines give empty lines; an ensemble
+    of the model with itself (attention averaged) changes nothing."""
     src = ["twenty zebra one", "", "seven okapis and twenty lemurs", "quagga", "cats dogs"]
     tgt = ["Zwanzig Zebra Eins", "Leer", "", "Quagga Quagga", "Katzen Hunde Und Mehr"]
     (tmp_path / "src").write_text("\n".join(src) + "\n", encoding="utf-8")
     (tmp_path / "tgt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
-    ckpt = str(centre_model / "crafted.pt")
-    out = run([sys.executable, str(REPO / "scripts" / "force_align.py"), str(centre_model / "bin"),
+    ckpt = str(diagonal_model / "crafted.pt")
+    out = run([sys.executable, str(REPO / "scripts" / "force_align.py"), str(diagonal_model / "bin"),
                "--path", f"{ckpt}:{ckpt}", "--source", str(tmp_path / "src"), "--target", str(tmp_path / "tgt"),
-               "--paper-convention", "--batch-size", "2"]).stdout
+               *(["--paper-convention"] if paper_convention else []), "--batch-size", "2"]).stdout
     lines = out.split("\n")[:-1]
     assert len(lines) == len(src)
     for s, t, line in zip(src, tgt, lines):
         n, m = len(s.split()), len(t.split())
-        centre = (n + 1) // 2 if (n + 1) // 2 < n else 0
-        want = " ".join(f"{centre}-{j}" for j in range(m)) if n and m else ""
+        attended = [j + paper_convention for j in range(m)]
+        want = " ".join(f"{i if i < n else 0}-{j}" for j, i in enumerate(attended)) if n and m else ""
         assert line == want, (s, t, line)

@@ -6,7 +6,7 @@ from fairseq import options, tasks
 from fairseq.data import indexed_dataset
 
 from fairseq_luong.data.target_chunks_dataset import ChunkLengthError, TargetChunksDataset
-from tests.helpers import USER_DIR, save_dictionaries
+from tests.helpers import USER_DIR, bin_path, error_line, save_dictionaries
 
 N_SENTENCES = 41
 
@@ -113,6 +113,23 @@ def test_length_mismatch_names_sentence_and_file(data, tmp_path):
     with pytest.raises(ChunkLengthError, match=r"chunks\.bin: sentence 17 \(line 18 .*"
                                                rf"{len(bad[17])} chunk ids but {len(chunks[17])} target"):
         task.load_dataset("train")
+
+
+def test_chunk_file_for_fewer_sentences_is_one_line_in_fairseq_train(data, tmp_path):
+    """Chunk ids for 35 of the 41 target lines: fairseq-train printed this error under a
+    traceback."""
+    path, chunks = data
+    for f in path.iterdir():
+        if ".chunks." not in f.name:
+            (tmp_path / f.name).symlink_to(f)
+    write_dataset(tmp_path / "train.en-ja.ja.chunks", chunks[:35], 100)
+    err = error_line([bin_path("fairseq-train"), str(tmp_path), "--user-dir", USER_DIR, "--task", "translation_chunks",
+                      "-s", "en", "-t", "ja", "--arch", "transformer_perspe_tiny", "--optimizer", "adam", "--lr", "0.001",
+                      "--max-tokens", "500", "--max-update", "1", "--num-workers", "0", "--disable-validation",
+                      "--save-dir", str(tmp_path / "ckpt")])
+    assert err == (f"fairseq-train: error: {tmp_path}/train.en-ja.ja.chunks.idx holds chunk ids for 35 sentences, but "
+                   f"the target {tmp_path}/train.en-ja.ja has {N_SENTENCES}; make the chunk file from the same pieces "
+                   "file you binarized (scripts/project_chunks.py)")
 
 
 def test_wrapper_exposes_what_fairseq_reads(data):

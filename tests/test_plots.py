@@ -118,11 +118,11 @@ def test_local_p_windows_by_hand():
     assert spans == [None]  # D = 0 on EOS: no word in the window, nothing to draw
 
 
-def test_plot_attention_writes_a_png_per_line(centre_model, tmp_path, capsys):
+def test_plot_attention_writes_a_png_per_line(diagonal_model, tmp_path, capsys):
     (tmp_path / "src").write_text("twenty zebra one\nseven cats\n", encoding="utf-8")
     (tmp_path / "tgt").write_text("Zwanzig Zebra Eins\nSieben Katzen\n", encoding="utf-8")
     main = script("plot_attention")["main"]
-    common = [str(centre_model / "bin"), "--path", str(centre_model / "crafted.pt"), "--source",
+    common = [str(diagonal_model / "bin"), "--path", str(diagonal_model / "crafted.pt"), "--source",
               str(tmp_path / "src"), "--out-dir", str(tmp_path / "maps")]
     main(common + ["--target", str(tmp_path / "tgt"), "--lines", "1", "2"])
     main(common + ["--lines", "2", "--out-dir", str(tmp_path / "translated"), "--beam", "2"])  # translate first

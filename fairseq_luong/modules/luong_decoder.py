@@ -38,6 +38,7 @@ from torch import Tensor
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
 from .row_schedule import RowSchedule
+from ..user_errors import ConfigError
 
 
 def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
@@ -110,7 +111,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
         )
         if share_input_output_embed:
             if embed_dim != hidden_size:
-                raise ValueError(
+                raise ConfigError(
                     "--share-decoder-input-output-embed needs --decoder-embed-dim "
                     f"({embed_dim}) == --decoder-hidden-size ({hidden_size})"
                 )
@@ -299,7 +300,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
 
     def make_generation_fast_(self, need_attn=False, **kwargs):
         if need_attn and self.attention is None:
-            raise ValueError(
+            raise ConfigError(
                 "this model has no attention (--no-attention / luong_base), so it has no "
                 "alignments: drop --print-alignment and --replace-unk"
             )
