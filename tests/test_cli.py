@@ -1,6 +1,8 @@
 """End to end through fairseq's own CLI with --user-dir: preprocess -> train -> generate
 (beam 3, --print-alignment) -> interactive, for every arch; ensembles; resuming; checkpoints."""
+import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -223,6 +225,58 @@ def test_local_m_with_window_zero_trains(data_bin, tmp_path):
     assert ckpt.exists()
 
 
+PREPROCESSED = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "a file", "missing, with -s -t", "no train split"])
+def test_data_directory_problems_are_one_line(data_bin, tmp_path, case):
+    """fairseq: FileNotFoundError, 'Could not infer language pair', 'Dataset not found', each
+    under a traceback."""
+    data, langs = tmp_path / "data", []
+    if case == "empty":
+        data.mkdir()
+    elif case == "a file":
+        data.write_text("one two\n")
+    elif case == "missing, with -s -t":
+        langs = ["-s", "en", "-t", "de"]
+    elif case == "no train split":
+        data.mkdir()
+        for lang in ("en", "de"):
+            (data / f"dict.{lang}.txt").write_bytes((data_bin / "bin" / f"dict.{lang}.txt").read_bytes())
+        langs = ["-s", "en", "-t", "de"]
+    err = error_line([bin_path("fairseq-train"), str(data), *langs, "--user-dir", USER_DIR, "--arch", "luong_tiny",
+                      *TRAIN_ONE, "--save-dir", str(tmp_path / "ckpt")])
+    want = {
+        "missing": f"data directory {data} does not exist: give {PREPROCESSED}",
+        "empty": f"data directory {data} holds no binarized data (fairseq takes the language pair from file "
+                 f"names such as train.en-de.en.idx): give {PREPROCESSED}, or give -s SRC -t TGT",
+        "a file": f"data directory {data} is not a directory: give {PREPROCESSED}",
+        "missing, with -s -t": f"no dictionary {data}/dict.en.txt (the directory {data} does not exist): a data "
+                               f"directory is {PREPROCESSED}",
+        "no train split": f"no train split in {data}: fairseq looks for train.en-de.en (or train.de-en.en), which "
+                          "fairseq-preprocess writes for the prefix it is given (--trainpref, --validpref, "
+                          "--testpref)",
+    }[case]
+    assert err == f"fairseq-train: error: {want}"
+
+
+def test_a_path_that_is_not_a_checkpoint_is_one_line(data_bin, tmp_path):
+    """fairseq: 'OSError: Model file not found' under a traceback; a directory was called
+    'truncated or corrupt (was training killed while saving?)'."""
+    ckpt = trained(data_bin, "luong_tiny")  # the only .pt in its folder
+    generate = [bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path"]
+    writes = ("check --path; fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and checkpointN.pt "
+              "into its --save-dir")
+    err = error_line([*generate, str(tmp_path / "nosuch.pt")])
+    assert err == f"fairseq-generate: error: no checkpoint {tmp_path}/nosuch.pt ({tmp_path} holds no .pt file): {writes}"
+    err = error_line([*generate, str(ckpt.parent / "checkpoint_best.pt")])
+    assert err == (f"fairseq-generate: error: no checkpoint {ckpt.parent}/checkpoint_best.pt ({ckpt.parent} holds "
+                   f"checkpoint_last.pt): {writes}")
+    err = error_line([*generate, str(ckpt.parent)])
+    assert err == (f"fairseq-generate: error: {ckpt.parent} is a directory, not a checkpoint file (it holds "
+                   f"checkpoint_last.pt): give a checkpoint in it, e.g. {ckpt}")
+
+
 @pytest.mark.parametrize("script", ["plot_attention", "force_align"])
 def test_attention_tools_refuse_a_model_without_attention_in_one_line(data_bin, tmp_path, script):
     ckpt = trained(data_bin, "luong_base")
@@ -243,3 +297,18 @@ def test_a_malformed_replace_unk_dictionary_is_one_line(data_bin, tmp_path):
                       "--replace-unk", str(bad)], input="twenty one\n")
     assert err == (f"fairseq-interactive: error: {bad}:2: --replace-unk dictionary lines are 'source<TAB>target' "
                    "or 'source target', got 'three drei extra'")
+
+
+def test_interactive_refuses_soft_alignments_in_one_line_before_translating(data_bin):
+    """fairseq-interactive printed the first translation, then stopped with 'ValueError: too
+    many values to unpack' (it prints every alignment as source-target pairs)."""
+    proc = subprocess.run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+                           "--path", str(trained(data_bin, "luong_tiny")), "-s", "en", "-t", "de",
+                           "--print-alignment", "soft"], input="twenty one\n", capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "fairseq-interactive: error: --print-alignment soft: fairseq-interactive prints hard alignments only (its "
+        "A- lines are source-target pairs); use --print-alignment, or fairseq-generate --print-alignment soft for "
+        "the attention weights")
+    assert "H-0" not in proc.stdout  # refused before any translation
