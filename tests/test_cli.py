@@ -312,3 +312,30 @@ def test_interactive_refuses_soft_alignments_in_one_line_before_translating(data
         "A- lines are source-target pairs); use --print-alignment, or fairseq-generate --print-alignment soft for "
         "the attention weights")
     assert "H-0" not in proc.stdout  # refused before any translation
+
+
+def positional_scores(out):
+    return {int(i): [float(x) for x in p.split()] for i, p in re.findall(r"^P-(\d+)\t(.*)$", out, re.M)}
+
+
+@pytest.mark.parametrize("flag,said", [("--bf16", "LuongLSTMModel translates with bfloat16 weights"),
+                                       ("--amp", "LuongLSTMModel translates under autocast to bfloat16 (CPU)")])
+def test_generate_and_interactive_translate_in_the_precision_asked(data_bin, flag, said):
+    """fairseq-generate and -interactive ignored --bf16 and --amp (float32, silently). The
+    reference's scores (--score-reference: the same tokens whatever the precision) now
+    differ from float32's by bfloat16 rounding, and the log says so."""
+    ckpt = str(trained(data_bin, "luong_global_general"))
+    score = [bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", ckpt,
+             "--score-reference", "--batch-size", "4"]
+    if "float32" not in _TRAINED:
+        _TRAINED["float32"] = positional_scores(run(score).stdout)
+    full = _TRAINED["float32"]
+    proc = run([*score, flag])
+    low = positional_scores(proc.stdout)
+    assert said in proc.stderr and len(low) == len(full) == 12
+    diffs = [abs(a - b) for i in full for a, b in zip(full[i], low[i])]
+    assert len(diffs) == sum(len(p) for p in full.values())
+    assert 0 < max(diffs) < 0.05
+    inter = run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", ckpt,
+                 "-s", "en", "-t", "de", "--beam", "2", "--max-len-b", "5", flag], input="twenty one\n")
+    assert said in inter.stderr and re.search(r"^H-0\t", inter.stdout, re.M)

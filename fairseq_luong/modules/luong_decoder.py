@@ -63,7 +63,11 @@ def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
     if len(weights) == 1:
         gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # rows x 4H
     else:
-        gates = torch.addmm(gates, below, weights[0]).addmm_(h, weights[1])  # rows x 4H
+        gates = torch.addmm(gates, below, weights[0])  # rows x 4H
+        if torch.is_autocast_enabled(gates.device.type):
+            gates = torch.addmm(gates, h, weights[1])  # autocast casts only out-of-place ops
+        else:
+            gates.addmm_(h, weights[1])  # in place: no second rows x 4H buffer per step
     return lstm_cell_update(gates, c)
 
 
