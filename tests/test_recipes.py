@@ -194,6 +194,8 @@ def test_multi30k_says_how_many_pieces_sentencepiece_made(tmp_path):
     ("wmt14_en_de", ["all", "t1_base", "NOSUCHROW"], 1, "[wmt14] error: unknown row 'NOSUCHROW' (bash RUN rows)"),
     ("wmt14_en_de", ["--updates", "0", "time-epoch", "t1_base"], 2,
      "run.sh: --updates 0: give the number of updates to time, a whole number of at least 1"),
+    ("wmt14_en_de", ["--gold-first", "fr", "all"], 2,
+     "run.sh: --gold-first fr: give de or en (the language of the links' first index)"),
 ])
 def test_recipes_check_options_and_names_before_any_work(tmp_path, name, args, status, message):
     """One line and a failing status before anything runs. They were: multi30k --minutes abc
