@@ -16,6 +16,7 @@ allowlist_fairseq_checkpoint_globals()
 install_excepthook()
 
 from . import checkpoint_errors  # noqa: E402,F401
+from . import input_errors  # noqa: E402,F401
 from . import model_overrides  # noqa: E402,F401
 from . import fairseq_fixes  # noqa: E402,F401
 from . import microbatch_seeds  # noqa: E402,F401

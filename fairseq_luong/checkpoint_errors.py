@@ -5,12 +5,17 @@ or a refused pickle surface as a traceback from deep inside torch's
 unpickler. We wrap it (every caller in fairseq looks it up on the module,
 so the wrapper is seen by fairseq-train, -generate and -interactive) and
 raise a ``UserError`` (one line at the terminal, see ``user_errors``) with
-the file name, the Python global that was refused, and what to do. Loading
+the file name, the Python global that was refused, and what to do; a
+directory given as the checkpoint is named as such (fairseq's IsADirectoryError
+read as a corrupt file). ``checkpoint_utils.load_model_ensemble_and_task``'s
+``OSError: Model file not found`` (a ``--path`` that does not exist) becomes
+one line too, saying what the folder holds. Loading
 itself is unchanged: ``torch.load`` still runs with torch's
 ``weights_only=True`` default, and we never repeat torch's advice to turn
 that off.
 """
 import functools
+import os
 import pickle
 import re
 import zipfile
@@ -31,7 +36,28 @@ def _refused_global(text):
     return match.group(1) if match else None
 
 
+def _checkpoints(folder):
+    return sorted(n for n in os.listdir(folder) if n.endswith(".pt"))
+
+
+def _holds(folder):
+    """What checkpoints ``folder`` holds, for messages: "holds a.pt, b.pt" or "holds no .pt file"."""
+    names = _checkpoints(folder)
+    if not names:
+        return "holds no .pt file"
+    return f"holds {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+
+
+_WRITES = "fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and checkpointN.pt into its --save-dir"
+
+
 def _explain(path, err):
+    if os.path.isdir(path):
+        names = _checkpoints(path)
+        choice = "checkpoint_best.pt" if "checkpoint_best.pt" in names else names[0] if names else None
+        advice = (f"give a checkpoint in it, e.g. {os.path.join(path, choice)}" if choice
+                  else f"give a checkpoint file ({_WRITES})")
+        return f"{path} is a directory, not a checkpoint file (it {_holds(path)}): {advice}"
     text = str(err)
     if "Weights only load failed" in text or "Unsupported global" in text:
         name = _refused_global(text) or "an object torch does not allow"
@@ -63,4 +89,24 @@ def _explained_errors(load):
     return load_checkpoint_to_cpu
 
 
+def _named_missing_file(load_ensemble):
+    @functools.wraps(load_ensemble)
+    def load_model_ensemble_and_task(filenames, *args, **kwargs):
+        try:
+            return load_ensemble(filenames, *args, **kwargs)
+        except OSError as err:
+            prefix = "Model file not found: "
+            if isinstance(err, UserError) or not str(err).startswith(prefix):
+                raise
+            path = str(err)[len(prefix):]
+            folder = os.path.dirname(path) or "."
+            there = _holds(folder) if os.path.isdir(folder) else "does not exist"
+            raise CheckpointLoadError(
+                f"no checkpoint {path} ({folder} {there}): check --path; {_WRITES}"
+            ) from err
+
+    return load_model_ensemble_and_task
+
+
 wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _explained_errors)
+wrap_once(checkpoint_utils, "load_model_ensemble_and_task", _named_missing_file)

@@ -1,6 +1,7 @@
-"""A fix for a fairseq bug that silently drops sentences (fairseq issue #5036).
+"""Fixes for fairseq bugs that drop sentences or stop a run.
 
-``fairseq.data.data_utils.batch_by_size`` ends with::
+**The final batch** (fairseq issue #5036). ``fairseq.data.data_utils.batch_by_size``
+ends with::
 
     if bsz_mult > 1 and len(b[-1]) % bsz_mult != 0:
         b = b[:-1]
@@ -10,14 +11,24 @@ batch disappears: ``fairseq-generate`` skips the last (longest) test
 sentences and reports BLEU on a subset, validation skips sentences, and
 every training epoch drops up to 7. We keep that batch. Batches are
 consecutive runs of ``indices``, so the dropped batch is exactly the
-indices after the last kept one. Importing fairseq_luong (``--user-dir``)
-applies this; everything else about batching is unchanged.
+indices after the last kept one. Everything else about batching is unchanged.
+
+**numpy 2.** ``--num-batch-buckets`` stopped with ``TypeError: percentile() got an
+unexpected keyword argument 'interpolation'`` (``data_utils.get_buckets``) and then
+``AttributeError: module 'numpy' has no attribute 'compat'``
+(``LanguagePairDataset.__init__``: ``np.compat.long``; ``TokenBlockDataset`` has it
+too): numpy 2 removed both. Those three fairseq modules get, as their ``np``, numpy
+with the two numpy 1 names put back (``percentile(interpolation=)`` passed on as
+``method=``, ``compat.long`` = ``int``); numpy itself is not changed.
+
+Importing fairseq_luong (``--user-dir``) applies both.
 """
 import functools
 import logging
+import types
 
 import numpy as np
-from fairseq.data import data_utils
+from fairseq.data import data_utils, language_pair_dataset, token_block_dataset
 
 from .patching import wrap_once
 
@@ -40,3 +51,25 @@ def _keep_final_batch(batch_by_size):
 
 
 wrap_once(data_utils, "batch_by_size", _keep_final_batch)
+
+
+class _NumpyWithVersion1Names(types.ModuleType):
+    """numpy, plus ``np.compat.long`` and ``np.percentile(..., interpolation=)``."""
+
+    def __init__(self):
+        super().__init__("numpy")
+        self.compat = types.SimpleNamespace(long=int)
+
+    def percentile(self, a, q, *args, interpolation=None, **kwargs):
+        if interpolation is not None:
+            kwargs["method"] = interpolation
+        return np.percentile(a, q, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+if int(np.__version__.split(".")[0]) >= 2:
+    for _module in (data_utils, language_pair_dataset, token_block_dataset):
+        if _module.np is np:
+            _module.np = _NumpyWithVersion1Names()

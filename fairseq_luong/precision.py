@@ -17,15 +17,30 @@ What fairseq does with them, and what we change:
   ``torch.autocast('cpu')``'s type, which needs no loss scaling. On a GPU
   ``--amp`` is unchanged (float16 autocast with a gradient scaler).
 
+fairseq-generate and fairseq-interactive halve the models for ``--fp16`` and
+ignore ``--bf16`` and ``--amp``: they translated in float32 without a word. There
+each flag now does what it does in training: ``--bf16`` converts the models to
+bfloat16 where fairseq halves them for ``--fp16`` (just before
+``prepare_for_inference_``), and ``--amp`` runs every generation step
+(``FairseqTask.inference_step``) under autocast, bfloat16 on the CPU and float16
+on a GPU. The commands' main functions mark the run (a context variable), so a
+model prepared elsewhere (fairseq's hub interface, whose config is the
+checkpoint's training config) is left as it is.
+
 Each change is logged. On a CPU without native bfloat16/float16 arithmetic
 (AVX2 only, like the test machine's) these flags only check that a GPU recipe
 runs; their speed on CPUs with native support is not measured here.
 """
+import contextvars
 import functools
 import logging
+import sys
 
+import fairseq_cli.generate
+import fairseq_cli.interactive
 import torch
 from fairseq.distributed import utils as distributed_utils
+from fairseq.models import BaseFairseqModel
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import FairseqTask
 from omegaconf import DictConfig
@@ -106,6 +121,76 @@ def _no_cuda_scaler_on_cpu(init):
     return wrapper
 
 
+# ------------------------------------------------------------------ generation
+
+# "bf16" or "amp" while fairseq-generate / fairseq-interactive run with that flag
+_GENERATION_PRECISION = contextvars.ContextVar("fairseq_luong_generation_precision", default=None)
+
+
+def generation_precision(cfg):
+    """What fairseq-generate/-interactive must do beyond fairseq: "bf16", "amp" or None."""
+    common = cfg.common
+    if common.fp16:
+        return None  # fairseq halves the models itself
+    if common.bf16 or getattr(common, "memory_efficient_bf16", False):
+        return "bf16"
+    return "amp" if common.amp else None
+
+
+def _marking_precision(main):
+    @functools.wraps(main)
+    def wrapper(cfg, *args, **kwargs):
+        token = _GENERATION_PRECISION.set(generation_precision(cfg))
+        try:
+            return main(cfg, *args, **kwargs)
+        finally:
+            _GENERATION_PRECISION.reset(token)
+
+    return wrapper
+
+
+def _autocast_dtype(device_type):
+    return torch.bfloat16 if device_type == "cpu" else torch.float16
+
+
+def _precision_for_generation(prepare_for_inference_):
+    @functools.wraps(prepare_for_inference_)
+    def wrapper(self, cfg, *args, **kwargs):
+        precision = _GENERATION_PRECISION.get()
+        if precision == "bf16":
+            self.bfloat16()
+            logger.info("--bf16: %s translates with bfloat16 weights", type(self).__name__)
+        elif precision == "amp":
+            device = next(self.parameters()).device.type
+            logger.info("--amp: %s translates under autocast to %s (%s)", type(self).__name__,
+                        str(_autocast_dtype(device)).replace("torch.", ""), device.upper())
+        return prepare_for_inference_(self, cfg, *args, **kwargs)
+
+    return wrapper
+
+
+def _amp_for_generation(inference_step):
+    @functools.wraps(inference_step)
+    def wrapper(self, generator, models, sample, *args, **kwargs):
+        if _GENERATION_PRECISION.get() != "amp":
+            return inference_step(self, generator, models, sample, *args, **kwargs)
+        device = next(models[0].parameters()).device.type
+        with torch.autocast(device, dtype=_autocast_dtype(device)):
+            return inference_step(self, generator, models, sample, *args, **kwargs)
+
+    return wrapper
+
+
 wrap_once(distributed_utils, "call_main", _fixing_precision)
 wrap_once(FairseqTask, "train_step", _amp_on_cpu)
 wrap_once(AMPOptimizer, "__init__", _no_cuda_scaler_on_cpu)
+wrap_once(BaseFairseqModel, "prepare_for_inference_", _precision_for_generation)
+wrap_once(FairseqTask, "inference_step", _amp_for_generation)
+wrap_once(fairseq_cli.generate, "_main", _marking_precision)
+wrap_once(fairseq_cli.interactive, "main", _marking_precision)
+_main = sys.modules.get("__main__")
+_run_as = getattr(getattr(_main, "__spec__", None), "name", None)
+if _run_as == "fairseq_cli.generate":
+    wrap_once(_main, "_main", _marking_precision)  # python -m fairseq_cli.generate
+elif _run_as == "fairseq_cli.interactive":
+    wrap_once(_main, "main", _marking_precision)  # python -m fairseq_cli.interactive

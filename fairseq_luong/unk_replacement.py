@@ -46,12 +46,13 @@ from fairseq.tasks import FairseqTask
 from fairseq.tokenizer import tokenize_line
 
 from .patching import wrap_once
+from .user_errors import UserError
 
 # what argparse stores for a bare ``--replace-unk`` (GenerationConfig's argparse_const)
 _BARE_FLAG = "@@ "
 
 
-class UnkReplacementError(ValueError):
+class UnkReplacementError(UserError, ValueError):
     """--replace-unk cannot do what it is asked (bad dictionary, no attention, ...)."""
 
 

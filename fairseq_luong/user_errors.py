@@ -20,6 +20,12 @@ class UserError(RuntimeError):
     """A problem the message fully explains, with what to do instead."""
 
 
+class ConfigError(UserError, ValueError):
+    """An option value, or a combination of options, that a model, task or criterion
+    cannot use (found while building it). One line at the terminal like any
+    ``UserError``; also a ``ValueError``, what Python code building a model catches."""
+
+
 def _print_user_errors(hook):
     @functools.wraps(hook)
     def excepthook(exc_type, exc, tb):

@@ -4,9 +4,13 @@
 Groups the test sentences by the number of words (whitespace tokens) of their source,
 computes sacreBLEU per group for each system against the raw reference text (never
 fairseq's T- lines), prints a table and writes a line plot (--png). Default groups are
-the paper's: <=10, 11-20, ..., 61-70, >70 (``--edges 10 20 30 40 50 60 70``). A system file is plain text (one translation a line)
-or fairseq-generate output (its D- lines, i.e. detokenised hypotheses, the best of
---nbest, in sentence order). Also prints the whole test set's BLEU.
+the paper's: <=10, 11-20, ..., 61-70, >70 (``--edges 10 20 30 40 50 60 70``). A system
+file is plain text (one translation a line) or fairseq-generate output (its D- lines,
+i.e. detokenised hypotheses, the best of --nbest, in sentence order). Also prints the
+whole test set's BLEU. The line above the table names what decides the numbers:
+sacreBLEU's signature (tokenizer, case), the buckets, the reference file and which lines
+of each system file were read; a source split into subword pieces gets a warning (the
+buckets would count pieces).
 
 Example:
   python scripts/bleu_by_length.py --source test.en --reference test.de \\
@@ -33,9 +37,15 @@ def main(argv=None):
     parser.add_argument("--png", required=True, help="where to write the line plot of BLEU per bucket")
     args = parser.parse_args(argv)
 
-    import sacrebleu
+    from sacrebleu.metrics import BLEU
 
-    from fairseq_luong.analysis.bleu_by_length import PAPER_EDGES, bleu_by_length, buckets, read_translations
+    from fairseq_luong.analysis.bleu_by_length import (
+        PAPER_EDGES,
+        bleu_by_length,
+        buckets,
+        read_system,
+        subword_marks,
+    )
     from fairseq_luong.analysis.text_files import named_files
 
     sources, references = read_lines(args.source), read_lines(args.reference)
@@ -43,23 +53,30 @@ def main(argv=None):
         raise SystemExit(f"error: {args.source} has {len(sources)} lines but {args.reference} has {len(references)}")
     try:
         groups = buckets(args.edges or PAPER_EDGES)
-        systems = {name: read_translations(path, len(sources)) for name, path in named_files(args.systems)}
+        read = {name: (path, *read_system(path, len(sources))) for name, path in named_files(args.systems)}
     except ValueError as err:
         raise SystemExit(f"error: {err}")
+    systems = {name: lines for name, (_, lines, _) in read.items()}
+    marks = subword_marks(sources)
+    if marks:
+        print(f"warning: {args.source} looks split into {marks} pieces: the buckets count its pieces, not its "
+              "words; give the source text in words", file=sys.stderr)
     lengths = [len(s.split()) for s in sources]
     scores, counts = bleu_by_length(lengths, references, systems, groups, args.tokenize, args.lowercase)
     names = list(systems)
-    case = ", lowercased" if args.lowercase else ""
-    print(f"sacreBLEU ({args.tokenize}{case}) by source length in words, {len(sources)} sentences:\n")
+    metric = BLEU(tokenize=args.tokenize, lowercase=args.lowercase)
+    total = [metric.corpus_score(systems[n], [references]).score for n in names]
+    # the result line: every convention that decides the numbers
+    print(f"sacreBLEU ({metric.get_signature()}) by source length: the {len(sources)} sentences of {args.source} "
+          f"grouped by their number of whitespace-separated tokens ({groups[0].label}, ..., {groups[-1].label}), "
+          f"against {args.reference} as it is; "
+          + "; ".join(f"{n}: {path}, {what}" for n, (path, _, what) in read.items()) + "\n")
     print("| source words | sentences | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     for k, group in enumerate(groups):
         cells = ["-" if scores[n][k] is None else f"{scores[n][k]:.2f}" for n in names]
         print(f"| {group.label} | {counts[k]} | " + " | ".join(cells) + " |")
-    total = [sacrebleu.corpus_bleu(systems[n], [references], tokenize=args.tokenize, lowercase=args.lowercase)
-             for n in names]
-    total = [f"{bleu.score:.2f}" for bleu in total]
-    print(f"| all | {len(sources)} | " + " | ".join(total) + " |")
+    print(f"| all | {len(sources)} | " + " | ".join(f"{t:.2f}" for t in total) + " |")
     from fairseq_luong.analysis.plots import plot_bleu_by_length
 
     plot_bleu_by_length([g.label for g in groups], [(n, scores[n]) for n in names], args.png,

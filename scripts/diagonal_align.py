@@ -3,7 +3,8 @@
 
 One link per target word on the diagonal of the S x T sentence pair (S source and T
 target words), in force_align.py's format: one line per sentence of 0-based Pharaoh
-links ``i-j`` (source-target). An AER baseline that knows only the sentence lengths.
+links ``i-j`` (source-target), and a line on stderr saying so. An AER baseline that
+knows only the sentence lengths.
 
 Example:
   python scripts/diagonal_align.py --source jaen.ja --target jaen.en > diagonal.align
@@ -35,8 +36,14 @@ def main(argv=None):
         raise SystemExit(f"error: {err}")
     if len(src) != len(tgt):
         raise SystemExit(f"error: {args.source} has {len(src)} lines but {args.target} has {len(tgt)}")
+    n_links = 0
     for s, t in zip(src, tgt):
-        print(" ".join(f"{i}-{j}" for i, j in diagonal_links(s, t)))
+        links = diagonal_links(s, t)
+        n_links += len(links)
+        print(" ".join(f"{i}-{j}" for i, j in links))
+    print(f"diagonal_align.py: {len(src)} sentences, {n_links} links: 0-indexed i-j, i the source word "
+          f"({args.source}), j the target word ({args.target}), target word j -> source word "
+          "floor((j + 0.5) S / T)", file=sys.stderr)
 
 
 if __name__ == "__main__":

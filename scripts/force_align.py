@@ -3,7 +3,8 @@
 
 Teacher-forces each reference translation (TARGET, line-aligned with SOURCE) through the
 models, and links every target word to the source word of highest attention, one link
-per target word as in Luong et al. (2015, section 5.4). With an ensemble
+per target word as in Luong et al. (2015, section 5.4). A last line on stderr says what
+was written and with which conventions (indexing, sides, rows, subwords). With an ensemble
 (``--path a.pt:b.pt``) the attention is averaged over the models. The appended EOS is
 never a link (its column is dropped). Writes one line per sentence of 0-based links
 ``i-j`` (i: source word, j: target word); an empty source or target line gives an empty
@@ -82,6 +83,31 @@ def main(argv=None):
     out.write("\n".join(out_lines) + ("\n" if out_lines else ""))
     if out is not sys.stdout:
         out.close()
+    print(summary(args, models, out_lines), file=sys.stderr)
+
+
+def summary(args, models, lines):
+    """The result line: what was written, and every convention that decides the links."""
+    from fairseq_luong.analysis.forced_attention import aligns_input_word
+
+    n_links = sum(len(line.split()) for line in lines)
+    where = "stdout" if args.output == "-" else args.output
+    if args.paper_convention:
+        paper = sum(aligns_input_word(m) for m in models)
+        rows = (f"footnote 14 (--paper-convention): {paper} of {len(models)} model(s) read a_t as the input "
+                "word y_{t-1}'s (content-based scores), the others as y_t's")
+    else:
+        rows = "a_t aligns the predicted word y_t, as fairseq's --print-alignment (not --paper-convention)"
+    if args.spm_model:
+        words = f"SentencePiece pieces ({args.spm_model}) folded into words (source sum, target mean)"
+    elif args.bpe_marker:
+        words = f"subword-nmt pieces ('{args.bpe_marker}') folded into words (source sum, target mean)"
+    else:
+        words = "words as in the text, one token each"
+    ensemble = f"; attention averaged over {len(models)} models" if len(models) > 1 else ""
+    return (f"force_align.py: {len(lines)} sentences, {n_links} links to {where}: 0-indexed i-j, i the source word "
+            f"({args.source}), j the target word ({args.target}), one link per target word; rows: {rows}; "
+            f"{words}{ensemble}")
 
 
 if __name__ == "__main__":

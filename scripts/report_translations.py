@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Score fairseq-generate output with sacreBLEU against the raw reference text; show alignments.
 
-Reads the S-/T-/H-/A- lines fairseq-generate prints (``--print-alignment``
-gives the A- lines: ``srcpos-tgtpos`` pairs, 0-based word positions) and
-scores the H- hypotheses with sacreBLEU's own API (fairseq-score --sacrebleu
-is broken with sacrebleu 2) against --ref, the reference file itself: line
-N + 1 is the reference of sample N. Never against fairseq's T- lines: there
+Reads the S-/T-/H-/D-/A- lines fairseq-generate prints (``--print-alignment``
+gives the A- lines: ``srcpos-tgtpos`` pairs, 0-based positions of the H- words) and
+scores the best hypothesis of each sentence with sacreBLEU's own API (fairseq-score
+--sacrebleu is broken with sacrebleu 2) against --ref, the reference file itself: line
+N + 1 is the reference of sample N. The hypothesis is the D- line, fairseq's
+detokenised output (what --tokenizer/--bpe give back; the H- line without them), or
+the H- line where there is no D- line. The score line ends with what was scored
+against what and sacreBLEU's signature (tokenizer, case). Never against fairseq's T- lines: there
 every word outside the target dictionary is ``<<unk>>``, which sacreBLEU
 splits into 5 tokens, so the reference is longer and partly made up (on a
 Multi30k slice the reference scored against itself got 52.5 BLEU).
@@ -15,26 +18,27 @@ Usage: python scripts/report_translations.py generate.out --ref data/test.de [--
 import argparse
 import sys
 
-import sacrebleu
+from sacrebleu.metrics import BLEU
 
 
 def parse_generate(path):
-    """{sample id: {"S": src, "T": ref, "H": hyp, "A": alignment}} from fairseq-generate output."""
+    """{sample id: {"S": src, "T": ref, "H": hyp, "D": detokenised hyp, "A": alignment}} from
+    fairseq-generate output (the best hypothesis of each sentence)."""
     out = {}
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             tag, _, rest = line.rstrip("\n").partition("\t")
-            if "-" not in tag or tag[0] not in "STHA" or not tag[2:].isdigit():
+            if "-" not in tag or tag[0] not in "STHDA" or not tag[2:].isdigit():
                 continue
             sid = int(tag[2:])
             entry = out.setdefault(sid, {})
             fields = rest.split("\t")
-            if tag[0] == "H":
-                if "H" in entry:  # --nbest > 1: keep the best
+            if tag[0] in "HD":
+                if tag[0] in entry:  # --nbest > 1: keep the best
                     continue
                 if len(fields) < 2:
-                    raise SystemExit(f"error: {path}:{lineno}: malformed H- line")
-                entry["H"] = fields[1]
+                    raise SystemExit(f"error: {path}:{lineno}: malformed {tag[0]}- line")
+                entry[tag[0]] = fields[1]
             elif tag[0] == "A":
                 entry.setdefault("A", fields[0])
             else:
@@ -84,19 +88,23 @@ def main(argv=None):
     ids = sorted(i for i, e in entries.items() if "H" in e)
     if not ids:
         raise SystemExit(f"error: {args.generate_out}: no hypothesis (H- line)")
-    hyps = [entries[i]["H"] for i in ids]
+    scored = "D" if all("D" in entries[i] for i in ids) else "H"
+    hyps = [entries[i][scored] for i in ids]
     refs = read_references(args.ref, ids, args.generate_out)
     unk_lines = sum("<unk>" in entries[i].get("T", "") for i in ids)
     if unk_lines:
         print(f"note: {unk_lines} of {len(ids)} T- lines hold <unk> (words outside the dictionary); "
               f"scored against {args.ref} as it is")
-    bleu = sacrebleu.corpus_bleu(hyps, [refs], tokenize=args.tokenize)
+    metric = BLEU(tokenize=args.tokenize)
+    bleu = metric.corpus_score(hyps, [refs])
+    what = "D- lines (detokenised)" if scored == "D" else "H- lines (no D- lines in it)"
+    print(f"sacreBLEU = {bleu.score:.2f}  ({bleu})  [{what} of {args.generate_out} against {args.ref} as it is; "
+          f"{metric.get_signature()}]")
     exact = sum(h == r for h, r in zip(hyps, refs))
-    print(f"sacreBLEU = {bleu.score:.2f}  ({bleu})")
     print(f"exact matches: {exact}/{len(ids)} sentences")
     for i, ref in list(zip(ids, refs))[: args.examples]:
         e = entries[i]
-        print(f"\n  source     : {e.get('S', '')}\n  reference  : {ref}\n  translation: {e['H']}")
+        print(f"\n  source     : {e.get('S', '')}\n  reference  : {ref}\n  translation: {e[scored]}")
         if "A" in e:
             print(f"  alignment  : {e['A']}\n  (hyp<-src) : {show_alignment(e.get('S', ''), e['H'], e['A'])}")
 

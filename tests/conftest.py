@@ -35,9 +35,9 @@ def data_bin(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def centre_model(tmp_path_factory):
-    """Raw word-level data and a crafted model attending to each source's centre
-    (tests/helpers.py: build_centre_model)."""
-    from tests.helpers import build_centre_model
+def diagonal_model(tmp_path_factory):
+    """Raw word-level data and a crafted model whose target word t attends to source word t
+    (tests/helpers.py: build_diagonal_model)."""
+    from tests.helpers import build_diagonal_model
 
-    return build_centre_model(tmp_path_factory.mktemp("centre"))
+    return build_diagonal_model(tmp_path_factory.mktemp("diagonal"))

@@ -104,6 +104,15 @@ def run(cmd, **kw):
     return proc
 
 
+def error_line(cmd, **kw):
+    """Run a command that must fail with one error line after its logging and no traceback."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc.stderr.strip().splitlines()[-1]
+
+
 def bin_path(name):
     return str(Path(sys.executable).parent / name)
 
@@ -158,15 +167,16 @@ def write_word_corpus(root):
         (root / f"{split}.de").write_text("\n".join(s.title() for s in lines) + "\n", encoding="utf-8")
 
 
-def build_centre_model(root):
+def build_diagonal_model(root):
     """A crafted checkpoint with a known attention, on raw word-level data in ``root``.
 
     Data: ``root/raw`` (write_word_corpus), ``root/bin`` (fairseq-preprocess --dataset-impl
     raw, vocabularies cut to 12 words, so <unk> occurs). Model ``root/crafted.pt``:
-    luong_localp, D = 0, --reverse-source, trained one update, then W_p = 0, so that
-    p_t = S sigmoid(0) = S / 2 (eq. 9): every step attends to exactly the source position
-    floor(S / 2) (S = words + EOS) in the original order; output bias +50 on <unk> and
-    -30 on EOS, so every hypothesis word is <unk> until the length limit.
+    luong_localm, D = 0, --reverse-source, trained one update: local-m's p_t = t (section
+    3.2) with a window of one position, so the step that predicts target word t attends
+    with weight 1 to source position min(t, S - 1) (S = words + EOS) in the original order;
+    output bias +50 on <unk> and -30 on EOS, so every hypothesis word is <unk> until the
+    length limit.
     """
     (root / "raw").mkdir()
     write_word_corpus(root / "raw")
@@ -177,7 +187,7 @@ def build_centre_model(root):
     tiny = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
             "--decoder-hidden-size", "8"]
     run([bin_path("fairseq-train"), str(root / "bin"), "--dataset-impl", "raw", "--user-dir", USER_DIR,
-         "--arch", "luong_localp", *tiny, "--local-window", "0", "--reverse-source",
+         "--arch", "luong_localm", *tiny, "--local-window", "0", "--reverse-source",
          "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "1000", "--max-update", "1",
          "--disable-validation", "--no-epoch-checkpoints", "--num-workers", "0",
          "--save-dir", str(root / "ckpt")])
@@ -187,7 +197,6 @@ def build_centre_model(root):
     eos, unk = 2, 3  # fairseq's Dictionary: <s>, <pad>, </s>, <unk>
     state["model"]["decoder.W_s.bias"][unk] += 50.0
     state["model"]["decoder.W_s.bias"][eos] -= 30.0  # EOS only where the length limit forces it
-    state["model"]["decoder.attention.W_p.weight"].zero_()  # p_t = S sigmoid(0) = S / 2
     torch.save(state, root / "crafted.pt")
     return root
 

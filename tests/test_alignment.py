@@ -2,6 +2,7 @@
 footnote 14's reading of the attention rows, subword folding."""
 import random
 import runpy
+import subprocess
 import sys
 
 import pytest
@@ -58,10 +59,17 @@ def test_aer_script(tmp_path, capsys):
     gold.write_text("1-1 2-2 2p3\n1-2\n\n", encoding="utf-8")
     test = tmp_path / "test"
     test.write_text("0-0 1-2 0-1\n0-1\n\n", encoding="utf-8")  # 0-based: 1-1, 2-3 (possible), 1-2
-    aer([str(gold), str(gold), "--test-index", "1"])
-    assert "AER = 0.0000" in capsys.readouterr().out
+    aer([str(gold), str(gold)])
+    assert capsys.readouterr().out == (
+        "AER = 0.0000  (precision 1.0000, recall 1.0000; 3 sentences, |A| = 4, |S| = 3, |P| = 4; gold 1-indexed "
+        "(no position 0 in it), test 1-indexed (no position 0 in it), the gold's order)\n")
     aer([str(gold), str(test)])  # A = 4, S = 3, A&S = 2 (1-1, 1-2), A&P = 3: 1 - 5/7
-    assert f"AER = {1 - 5 / 7:.4f}  (precision 0.7500, recall 0.6667" in capsys.readouterr().out
+    assert capsys.readouterr().out == (
+        f"AER = {1 - 5 / 7:.4f}  (precision 0.7500, recall 0.6667; 3 sentences, |A| = 4, |S| = 3, |P| = 4; gold "
+        "1-indexed (no position 0 in it), test 0-indexed (it has position 0), the gold's order)\n")
+    aer([str(gold), str(gold), "--test-index", "0"])  # what is said is done, and named: A&S = A&P = 1 (1-1)
+    out = capsys.readouterr().out
+    assert out.startswith(f"AER = {1 - 2 / 7:.4f}") and "test 0-indexed (--test-index 0)" in out
     first, second = tmp_path / "first", tmp_path / "second"
     first.write_text("a b\nc\n\n", encoding="utf-8")
     second.write_text("x y\ny z\n\n", encoding="utf-8")
@@ -83,10 +91,64 @@ def test_aer_script(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not KFTT.exists(), reason=f"{KFTT} not found")
-def test_kftt_gold_against_itself(capsys):
+def test_kftt_gold_against_itself_and_the_diagonal_against_itself(tmp_path, capsys):
+    """Two files in the same format give AER 0 with no option: the 1-indexed TALP gold (it read
+    TEST as 0-indexed and gave 0.8183 here, 0.5988 on RWTH's De-En set), and 0-indexed
+    Pharaoh links (diagonal_align.py's, as force_align.py's)."""
     gold = str(KFTT / "jaen.gold")
-    script("aer")([gold, gold, "--test-index", "1"])
-    assert capsys.readouterr().out.startswith("AER = 0.0000  (precision 1.0000, recall 1.0000; 582 sentences")
+    script("aer")([gold, gold])
+    assert capsys.readouterr().out == (
+        "AER = 0.0000  (precision 1.0000, recall 1.0000; 582 sentences, |A| = 13562, |S| = 13562, |P| = 13562; "
+        "gold 1-indexed (no position 0 in it), test 1-indexed (no position 0 in it), the gold's order)\n")
+    diagonal = tmp_path / "diagonal.align"
+    with open(diagonal, "w", encoding="utf-8") as f:
+        proc = subprocess.run([sys.executable, str(REPO / "scripts" / "diagonal_align.py"), "--source",
+                               str(KFTT / "jaen.ja"), "--target", str(KFTT / "jaen.en")], stdout=f,
+                              stderr=subprocess.PIPE, text=True, check=True)
+    n_links = sum(len(line.split()) for line in diagonal.read_text(encoding="utf-8").splitlines())
+    assert proc.stderr == (f"diagonal_align.py: 582 sentences, {n_links} links: 0-indexed i-j, i the source word "
+                           f"({KFTT / 'jaen.ja'}), j the target word ({KFTT / 'jaen.en'}), target word j -> source "
+                           "word floor((j + 0.5) S / T)\n")
+    texts = ["--first-text", str(KFTT / "jaen.ja"), "--second-text", str(KFTT / "jaen.en")]
+    script("aer")([str(diagonal), str(diagonal), *texts])
+    assert capsys.readouterr().out.startswith(
+        f"AER = 0.0000  (precision 1.0000, recall 1.0000; 582 sentences, |A| = {n_links}, |S| = {n_links}, "
+        f"|P| = {n_links}; gold 0-indexed (it has position 0), test 0-indexed (it has position 0), the gold's order)")
+    script("aer")([gold, str(diagonal), *texts, "--drop-out-of-range-gold"])  # the README's baseline
+    assert capsys.readouterr().out.startswith("AER = 0.8888  (precision 0.1154, recall 0.1073; 582 sentences")
+
+
+def test_aer_names_what_the_files_cannot_show(tmp_path):
+    """With the sentences: a file with neither position 0 nor a last word counted from 1 could
+    be 0- or 1-indexed; test links that fit only with the sides swapped need --swap-test."""
+    aer = script("aer")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.write_text("a b c\nd e f g\n", encoding="utf-8")  # the gold's first side: 3 and 4 words
+    second.write_text("x y\nz w\n", encoding="utf-8")  # its second side: 2 and 2 words
+    texts = ["--first-text", str(first), "--second-text", str(second)]
+    gold = tmp_path / "gold"
+    gold.write_text("1-1 3-2\n4p2 2-1\n", encoding="utf-8")  # 1-indexed: 3-2 links the last words
+    ambiguous = tmp_path / "ambiguous"
+    ambiguous.write_text("1-1\n2-1 1p1\n", encoding="utf-8")  # fits either way: no 0, no last word
+    with pytest.raises(SystemExit, match=(
+            f"^error: {ambiguous}: cannot tell whether its links are 0- or 1-indexed: none has position 0 .*; "
+            "give --test-index 0 or --test-index 1$")):
+        aer([str(gold), str(ambiguous), *texts])
+    aer([str(gold), str(ambiguous), *texts, "--test-index", "1"])  # told: no question
+    swapped = tmp_path / "swapped"  # 0-indexed, second side first
+    swapped.write_text("0-0 1-2\n0-3 1-1\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=(
+            f"^error: {swapped}: read in the gold's order, 2 of its links fall outside their sentences \\(first: "
+            "line 1\\); read the other way round, none does: give --swap-test$")):
+        aer([str(gold), str(swapped), *texts])
+    in_order = tmp_path / "in_order"
+    in_order.write_text("0-0 2-1\n3-1 1-0\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=(
+            f"^error: {in_order}: read with --swap-test, 2 of its links fall outside their sentences \\(first: line "
+            "1\\); read in the gold's order, none does: drop --swap-test$")):
+        aer([str(gold), str(in_order), *texts, "--swap-test"])
+    aer([str(gold), str(swapped), *texts, "--swap-test"])
+    aer([str(gold), str(in_order), *texts])
 
 
 def test_footnote_14_rows_by_hand():
@@ -142,22 +204,33 @@ def test_subword_folding_by_hand():
     assert one_to_one_links(words) == {(0, 0), (0, 1)}
 
 
-def test_force_align_links_every_sentence_in_range(centre_model, tmp_path):
-    """The crafted model attends to each source's word floor((n + 1) / 2) (the first word
-    when that is EOS): every target word gets exactly that link; empty lines give empty
-    lines; an ensemble (attention averaged) and --paper-convention agree here."""
+@pytest.mark.parametrize("paper_convention", [False, True])
+def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, paper_convention):
+    """The crafted model's step t attends to source word t alone (the EOS from t = n on):
+    fairseq's rows link target word j to source word j, footnote 14's (local-m with the
+    general score is content-based) to word j + 1; a word whose row sits on the EOS gets
+    source word 0 (the EOS column is dropped). Empty lines give empty lines; an ensemble
+    of the model with itself (attention averaged) changes nothing."""
     src = ["twenty zebra one", "", "seven okapis and twenty lemurs", "quagga", "cats dogs"]
     tgt = ["Zwanzig Zebra Eins", "Leer", "", "Quagga Quagga", "Katzen Hunde Und Mehr"]
     (tmp_path / "src").write_text("\n".join(src) + "\n", encoding="utf-8")
     (tmp_path / "tgt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
-    ckpt = str(centre_model / "crafted.pt")
-    out = run([sys.executable, str(REPO / "scripts" / "force_align.py"), str(centre_model / "bin"),
-               "--path", f"{ckpt}:{ckpt}", "--source", str(tmp_path / "src"), "--target", str(tmp_path / "tgt"),
-               "--paper-convention", "--batch-size", "2"]).stdout
-    lines = out.split("\n")[:-1]
+    ckpt = str(diagonal_model / "crafted.pt")
+    proc = run([sys.executable, str(REPO / "scripts" / "force_align.py"), str(diagonal_model / "bin"),
+                "--path", f"{ckpt}:{ckpt}", "--source", str(tmp_path / "src"), "--target", str(tmp_path / "tgt"),
+                *(["--paper-convention"] if paper_convention else []), "--batch-size", "2"])
+    lines = proc.stdout.split("\n")[:-1]
     assert len(lines) == len(src)
     for s, t, line in zip(src, tgt, lines):
         n, m = len(s.split()), len(t.split())
-        centre = (n + 1) // 2 if (n + 1) // 2 < n else 0
-        want = " ".join(f"{centre}-{j}" for j in range(m)) if n and m else ""
+        attended = [j + paper_convention for j in range(m)]
+        want = " ".join(f"{i if i < n else 0}-{j}" for j, i in enumerate(attended)) if n and m else ""
         assert line == want, (s, t, line)
+    # the result line names every convention that decided the links
+    rows = ("footnote 14 (--paper-convention): 2 of 2 model(s) read a_t as the input word y_{t-1}'s (content-based "
+            "scores), the others as y_t's" if paper_convention else
+            "a_t aligns the predicted word y_t, as fairseq's --print-alignment (not --paper-convention)")
+    assert proc.stderr.splitlines()[-1] == (
+        f"force_align.py: 5 sentences, {sum(len(line.split()) for line in lines)} links to stdout: 0-indexed i-j, i "
+        f"the source word ({tmp_path / 'src'}), j the target word ({tmp_path / 'tgt'}), one link per target word; "
+        f"rows: {rows}; words as in the text, one token each; attention averaged over 2 models")

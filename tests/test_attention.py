@@ -21,6 +21,7 @@ from fairseq_luong.modules.luong_attention import (
     masked_softmax,
     predictive_alignment,
 )
+from fairseq_luong.user_errors import ConfigError
 
 torch.manual_seed(0)
 B, T, S, H, C = 3, 5, 7, 6, 4
@@ -315,6 +316,21 @@ def test_local_p_gradient_reaches_W_p_and_v_p():
 def test_location_score_is_global_only(attention_type):
     with pytest.raises(ValueError, match="global-only"):
         build_attention(attention_type, LocationScore(H, 10), 10, H)
+
+
+@pytest.mark.parametrize("left_pad,extra", [(True, 3), (False, 3)])
+def test_window_zero_attends_to_p_t_alone_in_local_m_and_is_refused_in_local_p(left_pad, extra):
+    """D = 0: local-m's window is position t alone (weight 1). local-p is refused: eq. 10's
+    sigma = D / 2 would be 0 (it ran with sigma = 0.5 instead, silently)."""
+    _, w = local("m", 0)(torch.tensor([[[1.0, 0.0]] * 7], dtype=torch.double), hand_memory(left_pad, extra), 0, True)
+    off = extra if left_pad else 0
+    for t in range(7):
+        want = torch.zeros(5 + extra, dtype=torch.double)
+        want[off + min(t, 4)] = 1.0
+        assert torch.equal(w[0, t], want)
+    with pytest.raises(ConfigError, match=r"^--local-window 0 with local-p: eq. 10's Gaussian has sigma = D/2 = 0"):
+        local("p", 0)
+    local("p", 1)  # D = 1: sigma = 0.5
 
 
 @pytest.mark.parametrize("name", ["dot", "general", "concat"])

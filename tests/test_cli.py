@@ -3,10 +3,11 @@
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
-from tests.helpers import LUONG_ARCHS, REPO, USER_DIR, bin_path, run
+from tests.helpers import LUONG_ARCHS, REPO, USER_DIR, bin_path, error_line, run
 
 TINY = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16",
         "--decoder-embed-dim", "16", "--decoder-hidden-size", "16", "--location-max-len", "40"]
@@ -72,10 +73,11 @@ def test_train_generate_interactive(data_bin, arch):
 
 @pytest.mark.parametrize("flag", ["--print-alignment", "--replace-unk"])
 def test_alignment_without_attention_is_a_clear_error(data_bin, flag):
-    with pytest.raises(AssertionError, match="has no attention"):
-        run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-             "--path", str(trained(data_bin, "luong_base")), "-s", "en", "-t", "de", flag],
-            input="twenty one\n")
+    err = error_line([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+                      "--path", str(trained(data_bin, "luong_base")), "-s", "en", "-t", "de", flag],
+                     input="twenty one\n")
+    assert err == ("fairseq-interactive: error: this model has no attention (--no-attention / luong_base), so "
+                   "it has no alignments: drop --print-alignment and --replace-unk")
 
 
 def test_relative_user_dir_from_repository_root(data_bin):
@@ -123,15 +125,6 @@ def test_fused_criterion_trains_like_fairseqs(data_bin, tmp_path, arch):
     (ref_updates, ref_valid), (updates, valid) = logs
     for ref, got in zip(ref_updates + ref_valid, updates + valid):
         assert [float(x) for x in got] == pytest.approx([float(x) for x in ref], abs=2e-3)
-
-
-def error_line(cmd, **kw):
-    """Run a command that must fail with one error line after its logging and no traceback."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
-    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    return proc.stderr.strip().splitlines()[-1]
 
 
 def test_corrupt_checkpoint_is_one_line_without_traceback(data_bin, tmp_path):
@@ -190,3 +183,159 @@ def test_interactive_cuts_an_over_long_line_and_translates_the_rest(data_bin):
     assert re.search(r"2 of 2 translations stopped at the length limit of 3 tokens and are cut off: the "
                      r"limit is min\(--max-len-a 0 x \d+ \(longest source\) \+ --max-len-b 3, 1023\)",
                      log), log[-3000:]
+
+
+# ------------------------------------------------------------------ one line for each bad input
+
+TRAIN_ONE = ["--optimizer", "adam", "--lr", "0.01", "--max-tokens", "500", "--max-update", "1",
+             "--num-workers", "0", "--disable-validation"]
+
+
+def separate_dictionaries(data_bin):
+    """The number corpus binarized with one dictionary per language."""
+    dest = data_bin / "bin_separate"
+    if not (dest / "dict.de.txt").exists():
+        run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(data_bin / "raw" / "train"),
+             "--destdir", str(dest), "--workers", "1"])
+    return dest
+
+
+@pytest.mark.parametrize("separate,args,message", [
+    (False, ["--arch", "luong_localp", "--local-window", "-1"], "--local-window must be >= 0, got -1"),
+    (False, ["--arch", "luong_localp", "--local-window", "0"],
+     "--local-window 0 with local-p: eq. 10's Gaussian has sigma = D/2 = 0; give D >= 1 (the paper uses 10), "
+     "or local-m (--attention-type local_m), where D = 0 attends to position t alone"),
+    (False, ["--arch", "luong_localp", "--attention-score", "location"],
+     "the LocationScore is global-only (Luong et al. 2015, section 3.1): use --attention-type global"),
+    (False, ["--arch", "luong_tiny", "--encoder-layers", "1", "--decoder-layers", "2"],
+     "--encoder-layers (1) must equal --decoder-layers (2): each decoder layer starts from its encoder layer"),
+    (True, ["--arch", "luong_tiny", "--share-all-embeddings"],
+     "--share-all-embeddings requires a joint dictionary (fairseq-preprocess --joined-dictionary); these data "
+     "have one dictionary per language"),
+])
+def test_options_a_model_cannot_use_are_one_line(data_bin, tmp_path, separate, args, message):
+    data = separate_dictionaries(data_bin) if separate else data_bin / "bin"
+    err = error_line([bin_path("fairseq-train"), str(data), "--user-dir", USER_DIR, *TINY, *args, *TRAIN_ONE,
+                      "--save-dir", str(tmp_path / "ckpt")])
+    assert err == f"fairseq-train: error: {message}"
+
+
+def test_local_m_with_window_zero_trains(data_bin, tmp_path):
+    ckpt, _ = train(data_bin, "luong_localm", updates=1, save_dir=tmp_path, extra=["--local-window", "0"])
+    assert ckpt.exists()
+
+
+PREPROCESSED = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "a file", "missing, with -s -t", "no train split"])
+def test_data_directory_problems_are_one_line(data_bin, tmp_path, case):
+    """fairseq: FileNotFoundError, 'Could not infer language pair', 'Dataset not found', each
+    under a traceback."""
+    data, langs = tmp_path / "data", []
+    if case == "empty":
+        data.mkdir()
+    elif case == "a file":
+        data.write_text("one two\n")
+    elif case == "missing, with -s -t":
+        langs = ["-s", "en", "-t", "de"]
+    elif case == "no train split":
+        data.mkdir()
+        for lang in ("en", "de"):
+            (data / f"dict.{lang}.txt").write_bytes((data_bin / "bin" / f"dict.{lang}.txt").read_bytes())
+        langs = ["-s", "en", "-t", "de"]
+    err = error_line([bin_path("fairseq-train"), str(data), *langs, "--user-dir", USER_DIR, "--arch", "luong_tiny",
+                      *TRAIN_ONE, "--save-dir", str(tmp_path / "ckpt")])
+    want = {
+        "missing": f"data directory {data} does not exist: give {PREPROCESSED}",
+        "empty": f"data directory {data} holds no binarized data (fairseq takes the language pair from file "
+                 f"names such as train.en-de.en.idx): give {PREPROCESSED}, or give -s SRC -t TGT",
+        "a file": f"data directory {data} is not a directory: give {PREPROCESSED}",
+        "missing, with -s -t": f"no dictionary {data}/dict.en.txt (the directory {data} does not exist): a data "
+                               f"directory is {PREPROCESSED}",
+        "no train split": f"no train split in {data}: fairseq looks for train.en-de.en (or train.de-en.en), which "
+                          "fairseq-preprocess writes for the prefix it is given (--trainpref, --validpref, "
+                          "--testpref)",
+    }[case]
+    assert err == f"fairseq-train: error: {want}"
+
+
+def test_a_path_that_is_not_a_checkpoint_is_one_line(data_bin, tmp_path):
+    """fairseq: 'OSError: Model file not found' under a traceback; a directory was called
+    'truncated or corrupt (was training killed while saving?)'."""
+    ckpt = trained(data_bin, "luong_tiny")  # the only .pt in its folder
+    generate = [bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path"]
+    writes = ("check --path; fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and checkpointN.pt "
+              "into its --save-dir")
+    err = error_line([*generate, str(tmp_path / "nosuch.pt")])
+    assert err == f"fairseq-generate: error: no checkpoint {tmp_path}/nosuch.pt ({tmp_path} holds no .pt file): {writes}"
+    err = error_line([*generate, str(ckpt.parent / "checkpoint_best.pt")])
+    assert err == (f"fairseq-generate: error: no checkpoint {ckpt.parent}/checkpoint_best.pt ({ckpt.parent} holds "
+                   f"checkpoint_last.pt): {writes}")
+    err = error_line([*generate, str(ckpt.parent)])
+    assert err == (f"fairseq-generate: error: {ckpt.parent} is a directory, not a checkpoint file (it holds "
+                   f"checkpoint_last.pt): give a checkpoint in it, e.g. {ckpt}")
+
+
+@pytest.mark.parametrize("script", ["plot_attention", "force_align"])
+def test_attention_tools_refuse_a_model_without_attention_in_one_line(data_bin, tmp_path, script):
+    ckpt = trained(data_bin, "luong_base")
+    raw = data_bin / "raw"
+    extra = ["--lines", "1", "--out-dir", str(tmp_path)] if script == "plot_attention" else []
+    err = error_line([sys.executable, str(REPO / "scripts" / f"{script}.py"), str(data_bin / "bin"), "--path", str(ckpt),
+                      "--source", str(raw / "test.en"), "--target", str(raw / "test.de"), *extra])
+    assert err == (f"{script}.py: error: {ckpt}: the model has no attention (luong_base, --no-attention; fairseq's "
+                   "lstm with --decoder-attention 0), so it gives no alignments or attention maps: use a model "
+                   "with attention")
+
+
+def test_a_malformed_replace_unk_dictionary_is_one_line(data_bin, tmp_path):
+    bad = tmp_path / "dict.txt"
+    bad.write_text("zwanzig twenty\nthree drei extra\n", encoding="utf-8")
+    err = error_line([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+                      "--path", str(trained(data_bin, "luong_tiny")), "-s", "en", "-t", "de",
+                      "--replace-unk", str(bad)], input="twenty one\n")
+    assert err == (f"fairseq-interactive: error: {bad}:2: --replace-unk dictionary lines are 'source<TAB>target' "
+                   "or 'source target', got 'three drei extra'")
+
+
+def test_interactive_refuses_soft_alignments_in_one_line_before_translating(data_bin):
+    """fairseq-interactive printed the first translation, then stopped with 'ValueError: too
+    many values to unpack' (it prints every alignment as source-target pairs)."""
+    proc = subprocess.run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+                           "--path", str(trained(data_bin, "luong_tiny")), "-s", "en", "-t", "de",
+                           "--print-alignment", "soft"], input="twenty one\n", capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "fairseq-interactive: error: --print-alignment soft: fairseq-interactive prints hard alignments only (its "
+        "A- lines are source-target pairs); use --print-alignment, or fairseq-generate --print-alignment soft for "
+        "the attention weights")
+    assert "H-0" not in proc.stdout  # refused before any translation
+
+
+def positional_scores(out):
+    return {int(i): [float(x) for x in p.split()] for i, p in re.findall(r"^P-(\d+)\t(.*)$", out, re.M)}
+
+
+@pytest.mark.parametrize("flag,said", [("--bf16", "LuongLSTMModel translates with bfloat16 weights"),
+                                       ("--amp", "LuongLSTMModel translates under autocast to bfloat16 (CPU)")])
+def test_generate_and_interactive_translate_in_the_precision_asked(data_bin, flag, said):
+    """fairseq-generate and -interactive ignored --bf16 and --amp (float32, silently). The
+    reference's scores (--score-reference: the same tokens whatever the precision) now
+    differ from float32's by bfloat16 rounding, and the log says so."""
+    ckpt = str(trained(data_bin, "luong_global_general"))
+    score = [bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", ckpt,
+             "--score-reference", "--batch-size", "4"]
+    if "float32" not in _TRAINED:
+        _TRAINED["float32"] = positional_scores(run(score).stdout)
+    full = _TRAINED["float32"]
+    proc = run([*score, flag])
+    low = positional_scores(proc.stdout)
+    assert said in proc.stderr and len(low) == len(full) == 12
+    diffs = [abs(a - b) for i in full for a, b in zip(full[i], low[i])]
+    assert len(diffs) == sum(len(p) for p in full.values())
+    assert 0 < max(diffs) < 0.05
+    inter = run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", ckpt,
+                 "-s", "en", "-t", "de", "--beam", "2", "--max-len-b", "5", flag], input="twenty one\n")
+    assert said in inter.stderr and re.search(r"^H-0\t", inter.stdout, re.M)

@@ -132,6 +132,35 @@ def test_bleu_uses_the_raw_reference_not_fairseqs_unk_lines(tmp_path):
     assert proc.returncode == 1 and f"{tmp_path / 'long.de'}:4: no translation of this line" in proc.stderr
 
 
+def test_report_scores_the_detokenised_d_lines_and_says_so(tmp_path):
+    """fairseq-generate --tokenizer moses prints tokenised H- lines and detokenised D- lines; the
+    raw reference matches the D- lines. Scoring the H- lines (what the script did) gave a lower
+    number without a word; the score line now names the lines, the reference and sacreBLEU's
+    signature."""
+    import sacrebleu
+
+    raw = ["Das Kätzchen trägt ein T-Shirt.", "Er sagt 'nein' zum E-Mail-Konto."]
+    tokenised = ["Das Kätzchen trägt ein T @-@ Shirt .", "Er sagt &apos; nein &apos; zum E @-@ Mail @-@ Konto ."]
+    lines = []
+    for i, (tok, detok) in enumerate(zip(tokenised, raw)):
+        lines += [f"S-{i}\tsource {i}", f"T-{i}\t{tok}", f"H-{i}\t-0.5\t{tok}", f"D-{i}\t-0.5\t{detok}"]
+    write(tmp_path / "gen.out", "\n".join(lines) + "\n")
+    write(tmp_path / "ref.de", "\n".join(raw) + "\n")
+    report = [sys.executable, str(REPO / "scripts" / "report_translations.py"), str(tmp_path / "gen.out"),
+              "--ref", str(tmp_path / "ref.de")]
+    proc = subprocess.run(report, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("sacreBLEU = 100.00  (BLEU = 100.00 ") and "exact matches: 2/2" in proc.stdout
+    assert first.endswith(f"[D- lines (detokenised) of {tmp_path / 'gen.out'} against {tmp_path / 'ref.de'} as it "
+                          f"is; nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}]")
+    # output without D- lines: the H- lines, said so
+    write(tmp_path / "h.out", "\n".join(line for line in lines if not line.startswith("D-")) + "\n")
+    proc = subprocess.run(report[:2] + [str(tmp_path / "h.out")] + report[3:], capture_output=True, text=True)
+    first = proc.stdout.splitlines()[0]
+    assert not first.startswith("sacreBLEU = 100.00") and "[H- lines (no D- lines in it) of" in first
+
+
 @pytest.mark.parametrize("args,message", [
     (["--minutes", "abc"], "--minutes abc: give the training time in minutes, a positive number"),
     (["--minutes", "0"], "--minutes 0: give the training time in minutes"),

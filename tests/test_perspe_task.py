@@ -1,14 +1,12 @@
 """translation_chunks: chunk ids ride through fairseq's batching, keyed by sample id."""
-import types
 
-import numpy as np
 import pytest
 import torch
 from fairseq import options, tasks
 from fairseq.data import indexed_dataset
 
 from fairseq_luong.data.target_chunks_dataset import ChunkLengthError, TargetChunksDataset
-from tests.helpers import USER_DIR, save_dictionaries
+from tests.helpers import USER_DIR, bin_path, error_line, save_dictionaries
 
 N_SENTENCES = 41
 
@@ -65,28 +63,12 @@ def batches(task, split, max_positions=(12, 12)):
     return list(itr.next_epoch_itr(shuffle=True))
 
 
-@pytest.fixture
-def fairseq_buckets_on_numpy2(monkeypatch):
-    """fairseq's --num-batch-buckets calls np.percentile(interpolation=) and
-    np.compat.long, both gone in numpy 2; put them back for this test only."""
-    percentile = np.percentile
-
-    def percentile_with_interpolation(a, q, *args, interpolation=None, **kwargs):
-        if interpolation is not None:
-            kwargs["method"] = interpolation
-        return percentile(a, q, *args, **kwargs)
-
-    monkeypatch.setattr(np, "percentile", percentile_with_interpolation)
-    monkeypatch.setattr(np, "compat", types.SimpleNamespace(long=np.int64), raising=False)
-
-
 @pytest.mark.parametrize("extra", [[], ["--left-pad-target"],
                                    ["--num-batch-buckets", "3"],
                                    ["--left-pad-target", "--num-batch-buckets", "3"]])
-def test_chunk_ids_follow_their_sentences_through_batching(data, extra, request):
+def test_chunk_ids_follow_their_sentences_through_batching(data, extra):
+    """Also with --num-batch-buckets, which stopped with numpy 2 (fairseq_fixes.py)."""
     path, chunks = data
-    if "--num-batch-buckets" in extra:
-        request.getfixturevalue("fairseq_buckets_on_numpy2")
     task = setup(path, *extra)
     seen = set()
     for batch in batches(task, "train"):
@@ -131,6 +113,23 @@ def test_length_mismatch_names_sentence_and_file(data, tmp_path):
     with pytest.raises(ChunkLengthError, match=r"chunks\.bin: sentence 17 \(line 18 .*"
                                                rf"{len(bad[17])} chunk ids but {len(chunks[17])} target"):
         task.load_dataset("train")
+
+
+def test_chunk_file_for_fewer_sentences_is_one_line_in_fairseq_train(data, tmp_path):
+    """Chunk ids for 35 of the 41 target lines: fairseq-train printed this error under a
+    traceback."""
+    path, chunks = data
+    for f in path.iterdir():
+        if ".chunks." not in f.name:
+            (tmp_path / f.name).symlink_to(f)
+    write_dataset(tmp_path / "train.en-ja.ja.chunks", chunks[:35], 100)
+    err = error_line([bin_path("fairseq-train"), str(tmp_path), "--user-dir", USER_DIR, "--task", "translation_chunks",
+                      "-s", "en", "-t", "ja", "--arch", "transformer_perspe_tiny", "--optimizer", "adam", "--lr", "0.001",
+                      "--max-tokens", "500", "--max-update", "1", "--num-workers", "0", "--disable-validation",
+                      "--save-dir", str(tmp_path / "ckpt")])
+    assert err == (f"fairseq-train: error: {tmp_path}/train.en-ja.ja.chunks.idx holds chunk ids for 35 sentences, but "
+                   f"the target {tmp_path}/train.en-ja.ja has {N_SENTENCES}; make the chunk file from the same pieces "
+                   "file you binarized (scripts/project_chunks.py)")
 
 
 def test_wrapper_exposes_what_fairseq_reads(data):

@@ -3,6 +3,7 @@
 import runpy
 
 import pytest
+import sacrebleu
 import torch
 
 from tests.helpers import REPO
@@ -87,6 +88,12 @@ def test_bleu_by_length_table_and_plot(tmp_path, capsys):
                                       f"copy={tmp_path / 'copy'}", f"gen={tmp_path / 'gen.out'}",
                                       "--png", str(png)])
     out = capsys.readouterr().out
+    signature = f"nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}"
+    assert out.splitlines()[0] == (  # the result line names what decides the numbers
+        f"sacreBLEU ({signature}) by source length: the 5 sentences of {tmp_path / 'src'} grouped by their number of "
+        f"whitespace-separated tokens (<=10, ..., >70), against {tmp_path / 'ref'} as it is; copy: "
+        f"{tmp_path / 'copy'}, plain text, one translation a line; gen: {tmp_path / 'gen.out'}, D- lines "
+        "(fairseq-generate's detokenised hypotheses)")
     assert "| <=10 | 2 | 100.00 | 100.00 |" in out
     assert "| 11-20 | 2 | 100.00 | 0.00 |" in out
     assert "| 21-30 | 0 | - | - |" in out and "| >70 | 1 | 100.00 | 100.00 |" in out
@@ -97,7 +104,21 @@ def test_bleu_by_length_table_and_plot(tmp_path, capsys):
     script("bleu_by_length")["main"](args)
     assert "| all | 5 | 0.00 |" in capsys.readouterr().out
     script("bleu_by_length")["main"](args + ["--lowercase"])
-    assert "| all | 5 | 100.00 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| all | 5 | 100.00 |" in out and "|case:lc|" in out.splitlines()[0]
+    # fairseq-generate output without D- lines: its H- lines, said so
+    (tmp_path / "h_only.out").write_text("".join(f"H-{i}\t-0.5\t{r}\n" for i, r in enumerate(refs)), encoding="utf-8")
+    script("bleu_by_length")["main"](args[:4] + [str(tmp_path / "h_only.out"), "--png", str(png)])
+    out = capsys.readouterr().out
+    assert "| all | 5 | 100.00 |" in out
+    assert out.splitlines()[0].endswith(f"h_only: {tmp_path / 'h_only.out'}, H- lines (fairseq-generate's "
+                                        "hypotheses; no D- lines in it)")
+    # a source in SentencePiece pieces: the buckets would count pieces, and a warning says so
+    (tmp_path / "pieces").write_text("\n".join("\u2581" + s.replace(" ", " \u2581") for s in sources) + "\n",
+                                     encoding="utf-8")
+    script("bleu_by_length")["main"](["--source", str(tmp_path / "pieces")] + args[2:])
+    assert (f"warning: {tmp_path / 'pieces'} looks split into SentencePiece pieces: the buckets count its pieces, "
+            "not its words; give the source text in words") in capsys.readouterr().err
     (tmp_path / "short").write_text("one line\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="short: 1 lines, but the source has 5"):
         script("bleu_by_length")["main"](["--source", str(tmp_path / "src"), "--reference",
@@ -118,11 +139,11 @@ def test_local_p_windows_by_hand():
     assert spans == [None]  # D = 0 on EOS: no word in the window, nothing to draw
 
 
-def test_plot_attention_writes_a_png_per_line(centre_model, tmp_path, capsys):
+def test_plot_attention_writes_a_png_per_line(diagonal_model, tmp_path, capsys):
     (tmp_path / "src").write_text("twenty zebra one\nseven cats\n", encoding="utf-8")
     (tmp_path / "tgt").write_text("Zwanzig Zebra Eins\nSieben Katzen\n", encoding="utf-8")
     main = script("plot_attention")["main"]
-    common = [str(centre_model / "bin"), "--path", str(centre_model / "crafted.pt"), "--source",
+    common = [str(diagonal_model / "bin"), "--path", str(diagonal_model / "crafted.pt"), "--source",
               str(tmp_path / "src"), "--out-dir", str(tmp_path / "maps")]
     main(common + ["--target", str(tmp_path / "tgt"), "--lines", "1", "2"])
     main(common + ["--lines", "2", "--out-dir", str(tmp_path / "translated"), "--beam", "2"])  # translate first

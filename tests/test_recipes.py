@@ -55,16 +55,21 @@ def recipe(name, *args, check=True, path_prefix=None):
 # --------------------------------------------------------------------------- Multi30k
 
 
-@pytest.fixture(scope="module")
-def multi30k(tmp_path_factory):
-    """Tiny Multi30k (300 / 30 / 20 pairs), prepared and one system trained for 4 updates."""
+def multi30k_slice(data, sizes):
+    """The first sizes[split] pairs of each Multi30k split in ``data``."""
     if not (MULTI30K / "train.en").exists():
         pytest.skip("../shared/data/multi30k_en_de not present")
-    data = tmp_path_factory.mktemp("m30k_data")
-    for split, n in (("train", 300), ("valid", 30), ("test", 20)):
+    for split, n in sizes.items():
         for lang in ("en", "de"):
             with open(MULTI30K / f"{split}.{lang}", encoding="utf-8") as f:
                 (data / f"{split}.{lang}").write_text("".join(next(f) for _ in range(n)), encoding="utf-8")
+    return data
+
+
+@pytest.fixture(scope="module")
+def multi30k(tmp_path_factory):
+    """Tiny Multi30k (300 / 30 / 20 pairs), prepared and one system trained for 4 updates."""
+    data = multi30k_slice(tmp_path_factory.mktemp("m30k_data"), {"train": 300, "valid": 30, "test": 20})
     work = tmp_path_factory.mktemp("m30k_work")
     opts = ["--data-dir", data, "--work-dir", work, "--vocab", 250, "--save-every", 2]
     prep = recipe("multi30k_en_de", *opts, "prepare")
@@ -159,6 +164,48 @@ def test_multi30k_names_missing_input(tmp_path):
                   check=False)
     assert proc.returncode == 1
     assert f"{tmp_path}/train.en not found" in proc.stderr and "multi30k/dataset" in proc.stderr
+
+
+def test_multi30k_says_how_many_pieces_sentencepiece_made(tmp_path):
+    """--vocab 8000 on 500 pairs: SentencePiece (hard_vocab_limit=False) makes fewer pieces,
+    and the recipe used to say 'one joint unigram model of 8000 pieces'."""
+    import sentencepiece as spm
+
+    data = multi30k_slice(tmp_path, {"train": 500, "valid": 20, "test": 20})
+    work = tmp_path / "work"
+    proc = recipe("multi30k_en_de", "--data-dir", data, "--work-dir", work, "--vocab", 8000, "prepare")
+    model = work / "spm" / "joint.model"
+    pieces = spm.SentencePieceProcessor(model_file=str(model)).get_piece_size()
+    assert pieces < 8000
+    assert (f"spm_tool.py: {model} has {pieces} pieces, not the 8000 asked for: the training text holds no "
+            "more (SentencePiece's hard_vocab_limit=False)") in proc.stderr
+    assert "of 8000 pieces" not in proc.stderr and "of at most 8000 pieces" in proc.stderr
+
+
+@pytest.mark.parametrize("name,args,status,message", [
+    ("multi30k_en_de", ["--minutes", "abc", "all"], 2,
+     "run.sh: --minutes abc: give the training time of each system in minutes, a positive number such as 1.5"),
+    ("multi30k_en_de", ["--vocab", "8k", "prepare"], 2,
+     "run.sh: --vocab 8k: give the size of the SentencePiece vocabulary, a whole number of at least 1"),
+    ("multi30k_en_de", ["--systems", "luong_localp nosuch", "all"], 1,
+     "[multi30k] error: unknown system 'nosuch' (known: luong_global_general luong_localp luong_base lstm "
+     "rnnsearch)"),
+    ("wmt14_en_de", ["train", "NOSUCHROW"], 1, "[wmt14] error: unknown row 'NOSUCHROW' (bash RUN rows)"),
+    ("wmt14_en_de", ["all", "t1_base", "NOSUCHROW"], 1, "[wmt14] error: unknown row 'NOSUCHROW' (bash RUN rows)"),
+    ("wmt14_en_de", ["--updates", "0", "time-epoch", "t1_base"], 2,
+     "run.sh: --updates 0: give the number of updates to time, a whole number of at least 1"),
+    ("wmt14_en_de", ["--gold-first", "fr", "all"], 2,
+     "run.sh: --gold-first fr: give de or en (the language of the links' first index)"),
+])
+def test_recipes_check_options_and_names_before_any_work(tmp_path, name, args, status, message):
+    """One line and a failing status before anything runs. They were: multi30k --minutes abc
+    ran prepare, then died with a Python NameError; wmt14 train NOSUCHROW printed its error
+    and exited 0 (the die ran inside $(...) of a for loop)."""
+    (tmp_path / "data").mkdir()  # empty: a recipe that went ahead would stop on a missing file
+    proc = recipe(name, "--data-dir", tmp_path / "data", "--work-dir", tmp_path / "work", *args, check=False)
+    assert (proc.returncode, proc.stderr) == (status, message.replace("RUN", str(REPO / "examples" / name / "run.sh"))
+                                              + "\n")
+    assert not (tmp_path / "work").exists()
 
 
 def test_average_checkpoints(multi30k):

@@ -1,12 +1,11 @@
 """--replace-unk [DICT] through fairseq-generate and fairseq-interactive (unk_replacement.py).
 
-The crafted model of ``centre_model`` (conftest.py) gives a known answer: it attends to
-the one source position floor(S / 2) in the ORIGINAL order (also with --reverse-source;
-S counts the appended EOS, which replacement never uses: a sentence whose centre is EOS
-falls back to its first word, as fairseq's hard alignment does), and every hypothesis
-word is <unk> until the length limit (one word per source word). Each <unk> must then
-become that source word, taken from the raw text (so a word outside the vocabulary is
-itself), or the dictionary's translation of it.
+The crafted model of ``diagonal_model`` (conftest.py) gives a known answer: the step that
+predicts target word t attends to source word t alone, in the ORIGINAL order (also with
+--reverse-source), and every hypothesis word is <unk> until the length limit (one word
+per source word). Each <unk> must then become the source word at its own position, taken
+from the raw text (so a word outside the vocabulary is itself), or the dictionary's
+translation of it: a reversed or shifted alignment gives another sentence.
 """
 import re
 import sys
@@ -19,21 +18,14 @@ DICTIONARY = "twenty\tZWANZIG\nseven SIEBEN\n"  # both formats fairseq users hav
 
 
 @pytest.fixture(scope="module")
-def crafted(centre_model):
-    (centre_model / "dict.txt").write_text(DICTIONARY, encoding="utf-8")
-    return centre_model
-
-
-def centre_word(source):
-    """The word at floor(S / 2), S = words + EOS; the first word when that is EOS."""
-    words = source.split()
-    centre = (len(words) + 1) // 2
-    return words[centre if centre < len(words) else 0]
+def crafted(diagonal_model):
+    (diagonal_model / "dict.txt").write_text(DICTIONARY, encoding="utf-8")
+    return diagonal_model
 
 
 def expected(source, align_dict={"twenty": "ZWANZIG", "seven": "SIEBEN"}):
-    word = centre_word(source)
-    return " ".join([align_dict.get(word, word)] * len(source.split()))
+    """Target word t replaced by source word t, or its dictionary entry."""
+    return " ".join(align_dict.get(word, word) for word in source.split())
 
 
 def hypotheses(out):
@@ -88,13 +80,11 @@ def test_generate_replaces_unks_with_source_words_and_dictionary(crafted):
         assert len(got) == len(want) and sum(a != b for a, b in zip(got, want)) <= 1
         assert "<unk>" not in second
     n = len(sources[0].split())
-    centre = sources[0].split().index(centre_word(sources[0]))
-    assert re.search(rf"^A-0\t{' '.join(f'{centre}-{t}' for t in range(n))}$", out, re.M)  # as before
+    assert re.search(rf"^A-0\t{' '.join(f'{t}-{t}' for t in range(n))}$", out, re.M)  # as before
     # a bare --replace-unk copies the source words (fairseq opened a file named "@@ ")
     out = cli("generate", [str(crafted / "bin"), "--user-dir", USER_DIR, "--dataset-impl", "raw",
                            "--path", ckpt, *GENERATE, "--replace-unk"])
-    assert [hypotheses(out)[i][0] for i in range(len(sources))] == [
-        " ".join([centre_word(s)] * len(s.split())) for s in sources]
+    assert [hypotheses(out)[i][0] for i in range(len(sources))] == sources
 
 
 def test_interactive_recovers_out_of_vocabulary_source_words(crafted, tmp_path):
@@ -106,7 +96,8 @@ def test_interactive_recovers_out_of_vocabulary_source_words(crafted, tmp_path):
     hyps = hypotheses(out)
     read = re.search(r"^S-0\t(.*)$", out, re.M).group(1)  # what the model read: zebra is <unk>
     assert read.split()[1] == "<unk>"
-    assert [hyps[i][0] for i in range(4)] == ["zebra zebra", "ZWANZIG " * 4 + "ZWANZIG", "quagga", "SIEBEN SIEBEN"]
+    assert [hyps[i][0] for i in range(4)] == ["ZWANZIG zebra", "SIEBEN okapis and ZWANZIG lemurs", "quagga",
+                                              "okapis SIEBEN"]
 
 
 def test_replace_unk_dictionary_errors_name_file_and_line(tmp_path):

@@ -29,6 +29,20 @@ parse_options() {
   done
 }
 
+# check_number FLAG VALUE KIND WHAT: stop (status 2, one line) unless VALUE is of KIND:
+# positive (a number > 0, such as 1.5), count (a whole number >= 1) or integer (>= 0);
+# WHAT says what the option gives. Recipes check their options before doing anything.
+check_number() {
+  local flag="$1" value="$2" kind="$3" what="$4" ok=0
+  case "$kind" in
+    positive) [[ "$value" =~ ^[0-9]*\.?[0-9]+$ && ! "$value" =~ ^0*\.?0*$ ]] && ok=1
+              kind="a positive number such as 1.5" ;;
+    count) [[ "$value" =~ ^[0-9]+$ && ! "$value" =~ ^0+$ ]] && ok=1; kind="a whole number of at least 1" ;;
+    integer) [[ "$value" =~ ^[0-9]+$ ]] && ok=1; kind="a non-negative integer" ;;
+  esac
+  (( ok )) || { echo "run.sh: $flag $value: give $what, $kind" >&2; exit 2; }
+}
+
 # recipe_init: the environment (scripts/setup.sh unless fairseq is on PATH), BIN
 recipe_init() {
   command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh" >&2

@@ -7,7 +7,9 @@ Usage:
   python spm_tool.py decode --model spm/joint.model < pieces.ja > raw.ja
 
 train makes one unigram model from all --input files (space- or comma-separated:
-a joint vocabulary for all of them, as Oka et al. 2022 and Multi30k's recipe use).
+a joint vocabulary for all of them, as Oka et al. 2022 and Multi30k's recipe use),
+and says how many pieces it has: fewer than --vocab-size when the text holds no
+more (SentencePiece's hard_vocab_limit=False).
 --normalization-rule-name identity keeps the text as it is, for text normalised
 beforehand (examples/perspe: scripts/normalize_text.py), so that the pieces spell
 exactly that text. encode writes space-separated pieces, one sentence a line, as
@@ -24,6 +26,17 @@ def stdin_lines():
     """Lines of stdin split at b"\\n" only (text mode would also split at a lone \\r)."""
     for raw in sys.stdin.buffer:
         yield raw.rstrip(b"\n").decode("utf-8")
+
+
+def report_size(model_path, asked):
+    """One line on stderr: the pieces the model has, and why when fewer than asked."""
+    pieces = spm.SentencePieceProcessor(model_file=model_path).get_piece_size()
+    if pieces < asked:
+        print(f"spm_tool.py: {model_path} has {pieces} pieces, not the {asked} asked for: the training "
+              "text holds no more (SentencePiece's hard_vocab_limit=False); give a smaller --vocab-size "
+              "to choose the size yourself", file=sys.stderr)
+    else:
+        print(f"spm_tool.py: {model_path} has {pieces} pieces", file=sys.stderr)
 
 
 def main(argv=None):
@@ -60,6 +73,7 @@ def main(argv=None):
             hard_vocab_limit=False,  # small corpora may hold fewer pieces
             minloglevel=2,
         )
+        report_size(f"{args.model_prefix}.model", args.vocab_size)
         return
     sp = spm.SentencePieceProcessor(model_file=args.model)
     out = sys.stdout

@@ -44,6 +44,12 @@ declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--minutes]=MINUTES [--syst
                  [--heatmap-line]=HEATMAP_LINE)
 parse_options "$@"
 set -- "${POS[@]+"${POS[@]}"}"
+check_number --minutes "$MINUTES" positive "the training time of each system in minutes"
+check_number --vocab "$VOCAB" count "the size of the SentencePiece vocabulary"
+check_number --average "$AVERAGE" count "the number of checkpoints to average"
+check_number --save-every "$SAVE_EVERY" count "the updates between two saves"
+check_number --seed "$SEED" integer "the random seed"
+check_number --heatmap-line "$HEATMAP_LINE" count "a line of test.en (1-based)"
 recipe_init
 (( KEEP < AVERAGE )) && KEEP=$AVERAGE
 SIZE=(--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidden-size 256
@@ -72,6 +78,7 @@ system_flags() {
     *) die "unknown system '$1' (known: luong_global_general luong_localp luong_base lstm rnnsearch)" ;;
   esac
 }
+for s in $SYSTEMS; do system_flags "$s"; done  # an unknown --systems name stops here, before any work
 
 # Training settings shared by every system (README.md says why)
 TRAIN=(--dropout "$DROPOUT" --criterion fused_label_smoothed_cross_entropy --label-smoothing 0.1
@@ -95,7 +102,7 @@ prepare() {
   python "$REPO/scripts/check_parallel.py" --trainpref "$DATA/train" --validpref "$DATA/valid" \
     --testpref "$DATA/test" -s en -t de >&2
   mkdir -p "$WORK/spm"
-  say "SentencePiece: one joint unigram model of $VOCAB pieces"
+  say "SentencePiece: one joint unigram model of at most $VOCAB pieces"
   python "$REPO/examples/common/spm_tool.py" train --input "$DATA/train.en,$DATA/train.de" \
     --model-prefix "$WORK/spm/joint" --vocab-size "$VOCAB" --character-coverage 1.0
   for split in train valid test; do

@@ -149,7 +149,7 @@ prepare() {
   fi
 
   if [[ ! -f "$WORK/spm/joint.model" ]]; then
-    say "joint SentencePiece model, $VOCAB pieces, on train.en + train.ja"
+    say "joint SentencePiece model, at most $VOCAB pieces, on train.en + train.ja"
     python "$SPM_TOOL" train --input "$WORK/text/train.en" "$WORK/text/train.ja" \
       --model-prefix "$WORK/spm/joint" --vocab-size "$VOCAB" --character-coverage 0.9995 \
       --normalization-rule-name identity

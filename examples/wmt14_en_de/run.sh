@@ -47,6 +47,9 @@ declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--raw-ref]=RAW_REF [--gold
                  [--gold-text]=GOLD_TEXT [--gold-first]=GOLD_FIRST [--updates]=UPDATES)
 parse_options "$@"
 set -- "${POS[@]+"${POS[@]}"}"
+check_number --updates "$UPDATES" count "the number of updates to time"
+[[ "$GOLD_FIRST" == de || "$GOLD_FIRST" == en ]] \
+  || { echo "run.sh: --gold-first $GOLD_FIRST: give de or en (the language of the links' first index)" >&2; exit 2; }
 recipe_init
 FILES=(train.en train.de newstest2012.en newstest2012.de newstest2013.en newstest2013.de
        newstest2014.en newstest2014.de newstest2015.en newstest2015.de
@@ -126,6 +129,13 @@ row_field() {  # row_field ROW N
   cut -d'|' -f"$2" <<< "$line"
 }
 row_models() { row_field "$1" 2 | tr , ' '; }
+# check_row ROW: stop unless ROW is a row of the table (called before any work: a `die`
+# inside $(...) would only end that subshell)
+check_row() {
+  local r
+  while IFS='|' read -r r _; do [[ "$r" == "$1" ]] && return 0; done <<< "$ROWS"
+  die "unknown row '$1' (bash $0 rows)"
+}
 
 # --------------------------------------------------------------------------
 prepare() {
@@ -188,15 +198,17 @@ train_model() {
 }
 
 train_row() {
-  local row="$1" m; shift
-  for m in $(row_models "$row"); do train_model "$m" "$@"; done
+  local row="$1" m models; shift
+  models="$(row_models "$row")"
+  for m in $models; do train_model "$m" "$@"; done
 }
 
 # translate_row ROW: WORK/rows/ROW/{test,test.unk}.hyp (tokenized, as the paper scores)
 translate_row() {
-  local row="$1" m paths=() unk
+  local row="$1" m paths=() unk models
+  models="$(row_models "$row")"
   prepared
-  for m in $(row_models "$row"); do
+  for m in $models; do
     [[ -f "$WORK/systems/$m/trained" ]] || die "train $m first (bash $0 train $row)"
     average_last "$m" 1
     paths+=("$WORK/systems/$m/model.pt")
@@ -245,8 +257,9 @@ raw_reference() {
 evaluate_row() {
   local row="$1" dir="$WORK/rows/$1" hyp ref
   translate_row "$row"
-  local m
-  for m in $(row_models "$row"); do validate_model "$m" "$BIN" --batch-size 64; done
+  local m models
+  models="$(row_models "$row")"
+  for m in $models; do validate_model "$m" "$BIN" --batch-size 64; done
   ref="$(raw_reference)"
   for hyp in "$dir"/test.hyp "$dir"/test.unk.hyp; do
     [[ -f "$hyp" ]] || continue
@@ -271,8 +284,9 @@ evaluate_row() {
 # gold set: forced alignment of the gold's sentence pairs, one link per German word, read as
 # footnote 14 (--paper-convention), against --gold-align; WORK/rows/ROW/gold.{align,aer}
 align_row() {
-  local row="$1" dir="$WORK/rows/$1" m paths=() path
-  for m in $(row_models "$row"); do
+  local row="$1" dir="$WORK/rows/$1" m paths=() path models
+  models="$(row_models "$row")"
+  for m in $models; do
     [[ "$m" == base || "$m" == reverse || "$m" == dropout ]] && { say "$row: no attention, no AER"; return; }
     paths+=("$WORK/systems/$m/model.pt")
   done
@@ -354,17 +368,18 @@ json_score() { [[ -f "$1" ]] && python -c "import json,sys; print(f\"{json.load(
 cmd="${1:-}"; [[ $# -gt 0 ]] && shift
 case "$cmd" in
   prepare) prepare ;;
-  train) [[ $# -eq 1 ]] || { usage; exit 2; }; train_row "$1" "${EXTRA[@]+"${EXTRA[@]}"}" ;;
-  translate) [[ $# -eq 1 ]] || { usage; exit 2; }; translate_row "$1" ;;
-  eval) [[ $# -eq 1 ]] || { usage; exit 2; }; evaluate_row "$1" ;;
+  train) [[ $# -eq 1 ]] || { usage; exit 2; }; check_row "$1"; train_row "$1" "${EXTRA[@]+"${EXTRA[@]}"}" ;;
+  translate) [[ $# -eq 1 ]] || { usage; exit 2; }; check_row "$1"; translate_row "$1" ;;
+  eval) [[ $# -eq 1 ]] || { usage; exit 2; }; check_row "$1"; evaluate_row "$1" ;;
   all)
-    prepare
     rows=("$@"); [[ ${#rows[@]} -gt 0 ]] || mapfile -t rows < <(cut -d'|' -f1 <<< "$ROWS")
+    for r in "${rows[@]}"; do check_row "$r"; done
+    prepare
     for r in "${rows[@]}"; do train_row "$r"; done
     for r in "${rows[@]}"; do evaluate_row "$r"; done
     table ;;
   table) table ;;
   rows) cut -d'|' -f1,2,6 <<< "$ROWS" | column -t -s'|' ;;
-  time-epoch) [[ $# -eq 1 ]] || { usage; exit 2; }; time_epoch "$1" ;;
+  time-epoch) [[ $# -eq 1 ]] || { usage; exit 2; }; check_row "$1"; time_epoch "$1" ;;
   *) usage; exit 2 ;;
 esac

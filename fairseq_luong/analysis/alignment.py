@@ -1,7 +1,8 @@
 """Word alignments: reading link files, alignment error rate, and alignments from attention.
 
 * Link files, one sentence a line: Pharaoh ``i-j`` links (sure) and TALP-style ``ipj``
-  links (possible), 0- or 1-indexed, source (or, swapped, target) side first.
+  links (possible), 0- or 1-indexed (given, or read off the file: :func:`read_link_file`),
+  source (or, swapped, target) side first.
 * AER (Och & Ney 2003; Luong et al. 2015, section 5.4, Table 6):
   AER = 1 - (|A & S| + |A & P|) / (|A| + |S|), sure links S, possible links P (P
   includes S), test links A, counts summed over the corpus.
@@ -49,6 +50,42 @@ def parse_links(line: str, where: str, one_based: bool, target_first: bool) -> L
 def read_links(path: str, one_based: bool, target_first: bool) -> List[Links]:
     with open(path, encoding="utf-8") as f:
         return [parse_links(line, f"{path}:{n}", one_based, target_first) for n, line in enumerate(f, 1)]
+
+
+class LinkFile(NamedTuple):
+    """A link file as read: its sentences' links and how its indexing was decided."""
+    sentences: List[Links]
+    one_based: bool
+    why: str  # "no position 0 in it", "it has position 0" or the option that said so
+
+    @property
+    def indexing(self) -> str:
+        return f"{'1' if self.one_based else '0'}-indexed ({self.why})"
+
+
+def has_position_zero(path: str) -> bool:
+    """Whether any well-formed link of the file has a position 0 (then it is 0-indexed)."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            for item in line.split():
+                m = _LINK.match(item)
+                if m and (int(m.group(1)) == 0 or int(m.group(3)) == 0):
+                    return True
+    return False
+
+
+def read_link_file(path: str, index: Optional[int], target_first: bool, option: str) -> LinkFile:
+    """Links of a file, 0- or 1-indexed as ``index`` says; without ``index``, as the file
+    shows: a file with a position 0 is 0-indexed (a 1-indexed one has none), else it is
+    read as 1-indexed (TALP, RWTH and KFTT gold files are; 0-indexed Pharaoh files made by
+    aligners such as force_align.py link every target word, the first one too, so they
+    have a 0 on every non-empty line). ``option`` names the flag that decides, for messages."""
+    if index is None:
+        zero = has_position_zero(path)
+        one_based, why = (False, "it has position 0") if zero else (True, "no position 0 in it")
+    else:
+        one_based, why = index == 1, f"{option} {index}"
+    return LinkFile(read_links(path, one_based, target_first), one_based, why)
 
 
 def out_of_range(links: Links, src_len: int, tgt_len: int) -> List[Link]:

@@ -1,7 +1,7 @@
 """BLEU by source sentence length (Luong et al. 2015, Fig. 6): sentences grouped by the
 number of source words, sacreBLEU per group against the raw references."""
 import re
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import sacrebleu
 
@@ -33,9 +33,10 @@ def bucket_of(length: int, groups: List[Bucket]) -> int:
     raise AssertionError("the last bucket is open")
 
 
-def read_translations(path: str, n: int) -> List[str]:
-    """A system's translations: plain text (one a line), or fairseq-generate output (its
-    D- lines, detokenised, else H- lines; the best of --nbest; put back in sentence order)."""
+def read_system(path: str, n: int) -> Tuple[List[str], str]:
+    """A system's translations and what they were read from: plain text (one a line), or
+    fairseq-generate output (its D- lines, detokenised, else H- lines; the best of --nbest;
+    put back in sentence order)."""
     with open(path, encoding="utf-8") as f:
         lines = [line.rstrip("\r\n") for line in f]
     found: Dict[str, Dict[int, str]] = {"H": {}, "D": {}}
@@ -43,16 +44,37 @@ def read_translations(path: str, n: int) -> List[str]:
         m = _GENERATE_LINE.match(line)
         if m:
             found[m.group(1)].setdefault(int(m.group(2)), m.group(3))
-    by_id = found["D"] or found["H"]
+    kind = "D" if found["D"] else "H"
+    by_id = found[kind]
     if by_id:
         missing = sorted(set(range(n)) - set(by_id))
         if missing or len(by_id) != n:
             raise ValueError(f"{path}: fairseq-generate output for {len(by_id)} sentences (ids "
                              f"{min(by_id)}-{max(by_id)}), expected ids 0-{n - 1}; missing e.g. {missing[:5]}")
-        return [by_id[i] for i in range(n)]
+        what = ("D- lines (fairseq-generate's detokenised hypotheses)" if kind == "D" else
+                "H- lines (fairseq-generate's hypotheses; no D- lines in it)")
+        return [by_id[i] for i in range(n)], what
     if len(lines) != n:
         raise ValueError(f"{path}: {len(lines)} lines, but the source has {n}")
-    return lines
+    return lines, "plain text, one translation a line"
+
+
+def read_translations(path: str, n: int) -> List[str]:
+    """The translations of :func:`read_system`."""
+    return read_system(path, n)[0]
+
+
+def subword_marks(lines: Sequence[str]) -> Optional[str]:
+    """The kind of subword pieces the text is split into ("SentencePiece" or "subword-nmt")
+    when most of its non-empty lines show their marks, else None: lengths of such text
+    count pieces, not words."""
+    text = [line for line in lines if line.strip()]
+    if not text:
+        return None
+    for kind, mark in (("SentencePiece", lambda l: "\u2581" in l), ("subword-nmt", lambda l: "@@ " in l + " ")):
+        if sum(map(mark, text)) > len(text) / 2:
+            return kind
+    return None
 
 
 def bleu_by_length(lengths: List[int], references: List[str], systems: Dict[str, List[str]],

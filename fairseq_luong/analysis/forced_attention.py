@@ -13,11 +13,17 @@ import torch
 from fairseq.data import data_utils
 from torch import Tensor
 
+from ..user_errors import UserError
 from .alignment import rows_per_target_token
 
 
-class AttentionError(ValueError):
+class AttentionError(UserError, ValueError):
     """A model cannot give what is asked (no attention, mismatched dictionaries)."""
+
+
+_NO_ATTENTION = ("the model has no attention (luong_base, --no-attention; fairseq's lstm with "
+                 "--decoder-attention 0), so it gives no alignments or attention maps: use a model "
+                 "with attention")
 
 
 def load_ensemble(paths: str, data: str, source_lang: Optional[str] = None,
@@ -32,7 +38,9 @@ def load_ensemble(paths: str, data: str, source_lang: Optional[str] = None,
     if target_lang:
         overrides["target_lang"] = target_lang
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(paths.split(":"), arg_overrides=overrides)
-    for model in models:
+    for path, model in zip(paths.split(":"), models):
+        if getattr(getattr(model, "decoder", None), "attention", True) is None:
+            raise AttentionError(f"{path}: {_NO_ATTENTION}")
         model.eval()
     return models, task
 
@@ -96,7 +104,7 @@ def forced_attention(models, src_dict, tgt_dict, pairs: Sequence[Tuple[str, str]
             attn = extra if torch.is_tensor(extra) else extra.get("attn") if isinstance(extra, dict) else None
             attn = attn[0] if isinstance(attn, list) else attn
             if attn is None:
-                raise AttentionError(f"{type(model).__name__} returned no attention (a model without attention?)")
+                raise AttentionError(f"{type(model).__name__} returned no attention: {_NO_ATTENTION}")
             per_model.append((attn.float(), paper_convention and aligns_input_word(model),
                               attends_right_padded(model)))
         srclen = src_tokens.size(1)

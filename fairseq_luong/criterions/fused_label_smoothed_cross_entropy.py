@@ -29,6 +29,8 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from torch import Tensor
 
+from ..user_errors import ConfigError
+
 
 @dataclass
 class FusedLabelSmoothedCrossEntropyCriterionConfig(LabelSmoothedCrossEntropyCriterionConfig):
@@ -151,7 +153,7 @@ class FusedLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion
                  report_accuracy=False, loss_chunk_tokens=512):
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         if loss_chunk_tokens < 1:
-            raise ValueError(f"--loss-chunk-tokens must be >= 1, got {loss_chunk_tokens}")
+            raise ConfigError(f"--loss-chunk-tokens must be >= 1, got {loss_chunk_tokens}")
         self.chunk = loss_chunk_tokens
 
     def forward(self, model, sample, reduce=True):

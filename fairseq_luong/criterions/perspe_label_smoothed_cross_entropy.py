@@ -23,6 +23,7 @@ from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
 
 from ..modules.perspe_sinusoidal_positional_embedding import phrase_offsets, token_phrase_ids
+from ..user_errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class PerSPELabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterio
     ):
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         if perturb_range < 0:
-            raise ValueError(f"--perturb-range must be >= 0, got {perturb_range}")
+            raise ConfigError(f"--perturb-range must be >= 0, got {perturb_range}")
         self.perturb_range = perturb_range
         self.perturb_unit = str(perturb_unit)
         self.eos_idx = task.target_dictionary.eos()
@@ -79,7 +80,7 @@ class PerSPELabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterio
         """Offsets for each perspe side of ``model``, as forward keyword arguments."""
         encoder, decoder = model.encoder, model.decoder
         if not hasattr(decoder, "perturbs_positions"):
-            raise ValueError(
+            raise ConfigError(
                 "perspe_label_smoothed_cross_entropy needs a model with perturbable "
                 "positions (--arch transformer_perspe*)"
             )
@@ -111,7 +112,7 @@ class PerSPELabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterio
             return self.token_offsets(prev, self.padding_idx, self.eos_idx)
         chunks = sample.get("prev_output_chunks")  # bsz x tgt_len, -1 at BOS and padding
         if chunks is None:
-            raise ValueError(
+            raise ConfigError(
                 "--perturb-unit phrase needs target chunk ids in each batch: use "
                 "--task translation_chunks with chunk files from "
                 "scripts/project_chunks.py (or --perturb-unit token)"

@@ -13,10 +13,12 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, BucketPadLengthDataset
 
+from ..user_errors import UserError
+
 PAD_CHUNK = -1  # the chunk id of the BOS and of padding in a batch
 
 
-class ChunkLengthError(ValueError):
+class ChunkLengthError(UserError, ValueError):
     """Chunk ids and target tokens disagree in number for some sentence."""
 
 

@@ -19,6 +19,7 @@ from ..modules.luong_attention import build_attention
 from ..modules.luong_decoder import LuongDecoder
 from ..modules.luong_encoder import LuongEncoder
 from ..modules.luong_init import Embedding, init_uniform_
+from ..user_errors import ConfigError
 
 ATTENTION_TYPE_CHOICES = ChoiceEnum(["global", "local_m", "local_p"])
 ATTENTION_SCORE_CHOICES = ChoiceEnum(["dot", "general", "concat", "location"])
@@ -112,7 +113,7 @@ class LuongLSTMModel(FairseqEncoderDecoderModel):
         # command line and the arch function set: fill the rest from the dataclass.
         cfg = LuongLSTMConfig.from_namespace(cfg)
         if cfg.encoder_layers != cfg.decoder_layers:
-            raise ValueError(
+            raise ConfigError(
                 f"--encoder-layers ({cfg.encoder_layers}) must equal --decoder-layers "
                 f"({cfg.decoder_layers}): each decoder layer starts from its encoder layer"
             )
@@ -120,9 +121,12 @@ class LuongLSTMModel(FairseqEncoderDecoderModel):
         encoder_embed = Embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad())
         if cfg.share_all_embeddings:
             if src_dict != tgt_dict:
-                raise ValueError("--share-all-embeddings requires a joint dictionary")
+                raise ConfigError(
+                    "--share-all-embeddings requires a joint dictionary (fairseq-preprocess "
+                    "--joined-dictionary); these data have one dictionary per language"
+                )
             if cfg.encoder_embed_dim != cfg.decoder_embed_dim:
-                raise ValueError("--share-all-embeddings requires equal embedding sizes")
+                raise ConfigError("--share-all-embeddings requires equal embedding sizes")
             decoder_embed = encoder_embed
         else:
             decoder_embed = Embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())

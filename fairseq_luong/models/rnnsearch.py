@@ -18,6 +18,7 @@ from ..modules.bahdanau_gru import GRU
 from ..modules.luong_init import Embedding, init_uniform_
 from ..modules.rnnsearch_decoder import RNNsearchDecoder
 from ..modules.rnnsearch_encoder import RNNsearchEncoder
+from ..user_errors import ConfigError
 
 DEEP_OUTPUT_STATE_CHOICES = ChoiceEnum(["previous", "current"])
 
@@ -90,9 +91,12 @@ class RNNsearchModel(FairseqEncoderDecoderModel):
         encoder_embed = Embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad())
         if cfg.share_all_embeddings:
             if src_dict != tgt_dict:
-                raise ValueError("--share-all-embeddings requires a joint dictionary")
+                raise ConfigError(
+                    "--share-all-embeddings requires a joint dictionary (fairseq-preprocess "
+                    "--joined-dictionary); these data have one dictionary per language"
+                )
             if cfg.encoder_embed_dim != cfg.decoder_embed_dim:
-                raise ValueError("--share-all-embeddings requires equal embedding sizes")
+                raise ConfigError("--share-all-embeddings requires equal embedding sizes")
             decoder_embed = encoder_embed
         else:
             decoder_embed = Embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())

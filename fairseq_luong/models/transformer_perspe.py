@@ -43,6 +43,7 @@ from ..modules.relative_position_bias import (
     RelativePositionDecoderLayer,
     RelativePositionEncoderLayer,
 )
+from ..user_errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -80,16 +81,16 @@ class TransformerPerSPEModel(TransformerModel):
         base_architecture(args)
         for side in ("encoder", "decoder"):
             if getattr(args, f"{side}_pos") not in POSITION_CHOICES:
-                raise ValueError(
+                raise ConfigError(
                     f"--{side}-pos must be one of {', '.join(POSITION_CHOICES)}"
                 )
             if getattr(args, f"{side}_learned_pos", False):
-                raise ValueError(
+                raise ConfigError(
                     f"transformer_perspe sets positions with --{side}-pos; "
                     f"--{side}-learned-pos is not supported"
                 )
         if args.no_token_positional_embeddings:
-            raise ValueError(
+            raise ConfigError(
                 "transformer_perspe: use --encoder-pos none --decoder-pos none "
                 "instead of --no-token-positional-embeddings"
             )

@@ -10,6 +10,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from .luong_init import Linear
+from ..user_errors import ConfigError
 
 
 class AttentionScore(nn.Module):
@@ -74,7 +75,7 @@ class DotScore(AttentionScore):
     def __init__(self, query_dim: int, value_dim: int):
         super().__init__()
         if query_dim != value_dim:
-            raise ValueError(
+            raise ConfigError(
                 f"the dot score needs equal decoder and encoder output sizes, got "
                 f"{query_dim} and {value_dim}; use --attention-score general"
             )
@@ -173,4 +174,4 @@ def build_score(name: str, query_dim: int, value_dim: int, location_max_len: int
         return ConcatScore(query_dim, value_dim, query_dim)
     if name == "location":
         return LocationScore(query_dim, location_max_len)
-    raise ValueError(f"unknown --attention-score {name!r}")
+    raise ConfigError(f"unknown --attention-score {name!r}")

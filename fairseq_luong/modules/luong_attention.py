@@ -26,6 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .attention_scores import AttentionScore
 from .luong_init import Linear
+from ..user_errors import ConfigError
 
 
 class SourceMemory(NamedTuple):
@@ -146,12 +147,12 @@ class LocalAttention(Attention):
     def __init__(self, score: AttentionScore, window: int):
         super().__init__(score)
         if score.global_only:
-            raise ValueError(
+            raise ConfigError(
                 f"the {type(score).__name__} is global-only (Luong et al. 2015, section 3.1): "
                 "use --attention-type global"
             )
         if window < 0:
-            raise ValueError(f"--local-window must be >= 0, got {window}")
+            raise ConfigError(f"--local-window must be >= 0, got {window}")
         self.window = window
         self.register_buffer("offsets", torch.arange(-window, window + 1), persistent=False)
 
@@ -252,7 +253,13 @@ class LocalPAttention(LocalAttention):
 
     def __init__(self, score: AttentionScore, window: int, query_dim: int):
         super().__init__(score, window)
-        self.sigma = window / 2.0 if window > 0 else 0.5
+        if window == 0:
+            raise ConfigError(
+                "--local-window 0 with local-p: eq. 10's Gaussian has sigma = D/2 = 0; give D >= 1 "
+                "(the paper uses 10), or local-m (--attention-type local_m), where D = 0 attends "
+                "to position t alone"
+            )
+        self.sigma = window / 2.0
         self.W_p = Linear(query_dim, query_dim, bias=False)
         self.v_p = Linear(query_dim, 1, bias=False)
 
@@ -282,4 +289,4 @@ def build_attention(attention_type: str, score: AttentionScore, window: int, que
         return LocalMAttention(score, window)
     if attention_type == "local_p":
         return LocalPAttention(score, window, query_dim)
-    raise ValueError(f"unknown --attention-type {attention_type!r}")
+    raise ConfigError(f"unknown --attention-type {attention_type!r}")

@@ -38,6 +38,7 @@ from torch import Tensor
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
 from .row_schedule import RowSchedule
+from ..user_errors import ConfigError
 
 
 def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
@@ -62,7 +63,11 @@ def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
     if len(weights) == 1:
         gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # rows x 4H
     else:
-        gates = torch.addmm(gates, below, weights[0]).addmm_(h, weights[1])  # rows x 4H
+        gates = torch.addmm(gates, below, weights[0])  # rows x 4H
+        if torch.is_autocast_enabled(gates.device.type):
+            gates = torch.addmm(gates, h, weights[1])  # autocast casts only out-of-place ops
+        else:
+            gates.addmm_(h, weights[1])  # in place: no second rows x 4H buffer per step
     return lstm_cell_update(gates, c)
 
 
@@ -111,7 +116,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
         )
         if share_input_output_embed:
             if embed_dim != hidden_size:
-                raise ValueError(
+                raise ConfigError(
                     "--share-decoder-input-output-embed needs --decoder-embed-dim "
                     f"({embed_dim}) == --decoder-hidden-size ({hidden_size})"
                 )
@@ -301,7 +306,7 @@ class LuongDecoder(FairseqIncrementalDecoder):
 
     def make_generation_fast_(self, need_attn=False, **kwargs):
         if need_attn and self.attention is None:
-            raise ValueError(
+            raise ConfigError(
                 "this model has no attention (--no-attention / luong_base), so it has no "
                 "alignments: drop --print-alignment and --replace-unk"
             )

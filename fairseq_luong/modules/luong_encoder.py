@@ -1,10 +1,10 @@
 """Stacked LSTM encoder of Luong, Pham & Manning (2015), section 2, with source reversal.
 
-The LSTM runs on right-aligned (and, with ``reverse_source``, reversed)
-copies of the sentences; its outputs are then put back at each token's
-ORIGINAL padded position, whatever the padding side. Everything downstream
-(attention, local windows, alignments printed by fairseq) therefore sees the
-source in its original order and layout.
+The LSTM runs on copies of the sentences with the real tokens first and the
+padding after them (and, with ``reverse_source``, the words reversed); its
+outputs are then put back at each token's ORIGINAL padded position, whatever
+the padding side. Everything downstream (attention, local windows, alignments
+printed by fairseq) therefore sees the source in its original order and layout.
 """
 from typing import Dict, Optional, Tuple
 

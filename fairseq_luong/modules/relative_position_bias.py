@@ -24,6 +24,8 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import Tensor
 
+from ..user_errors import ConfigError
+
 
 class RelativePositionBias(nn.Module):
     """bias[h, i, j] = b[h, bucket(j - i)]  (Raffel et al. 2020, section 2.1).
@@ -41,7 +43,7 @@ class RelativePositionBias(nn.Module):
         super().__init__()
         min_buckets = 4 if bidirectional else 2
         if num_buckets < min_buckets or max_distance <= num_buckets // min_buckets:
-            raise ValueError(
+            raise ConfigError(
                 f"relative position buckets: need num_buckets >= {min_buckets} and "
                 f"max_distance > num_buckets / {min_buckets} "
                 f"(got {num_buckets}, {max_distance})"
@@ -150,7 +152,7 @@ class RelativePositionDecoderLayer(TransformerDecoderLayerBase):
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         if cfg.cross_self_attention or add_bias_kv or add_zero_attn:
             # each adds keys that are not target positions
-            raise ValueError(
+            raise ConfigError(
                 "--decoder-pos rpe supports neither --cross-self-attention nor "
                 "extra bias/zero keys in self-attention"
             )

@@ -38,6 +38,7 @@ from .bahdanau_gru import GRU, gru_update
 from .luong_attention import GlobalAttention
 from .luong_init import Linear
 from .row_schedule import RowSchedule
+from ..user_errors import ConfigError
 
 
 def maxout(x: Tensor, pieces: int) -> Tensor:
@@ -53,7 +54,7 @@ class RNNsearchDecoder(FairseqIncrementalDecoder):
                  share_input_output_embed: bool, max_target_positions: int):
         super().__init__(dictionary)
         if deep_output_state not in ("previous", "current"):
-            raise ValueError(f"--deep-output-state must be previous or current, got {deep_output_state!r}")
+            raise ConfigError(f"--deep-output-state must be previous or current, got {deep_output_state!r}")
         self.embed_tokens = embed_tokens
         self.hidden_size = hidden_size
         self.maxout_pieces = maxout_pieces
@@ -73,7 +74,7 @@ class RNNsearchDecoder(FairseqIncrementalDecoder):
         self.C_o = Linear(C, maxout_dim * maxout_pieces, bias=False)
         if share_input_output_embed:
             if maxout_dim != E:
-                raise ValueError(
+                raise ConfigError(
                     "--share-decoder-input-output-embed needs --maxout-dim "
                     f"({maxout_dim}) == --decoder-embed-dim ({E}): W_o is V x maxout-dim")
             self.W_o = None

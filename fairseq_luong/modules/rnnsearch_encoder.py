@@ -5,8 +5,11 @@ A forward GRU reads x_1 .. x_Tx, a backward GRU reads x_Tx .. x_1; the annotatio
 word j is h_j = [forward h_j; backward h_j]. Both directions run in one loop over the
 source positions (one batched product per gate stage for both), the input products
 for all positions at once, and, as in the decoders, only the sentences still going at
-each position (``row_schedule.py``). ``encoder_out`` has the layout of
-``LuongEncoder``'s, so the attention modules, ``--print-alignment`` and ensembles with
+each position (``row_schedule.py``). The loop runs on copies of the sentences with the
+real tokens first and the padding after them (``source_order``); the annotations are
+then put back at each token's original padded position, so ``encoder_out`` keeps the
+input's padding side (fairseq pads sources on the left by default) and has the layout
+of ``LuongEncoder``'s: the attention modules, ``--print-alignment`` and ensembles with
 Luong models work unchanged.
 """
 from typing import Dict, Optional
@@ -53,7 +56,8 @@ class RNNsearchEncoder(FairseqEncoder):
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **kwargs):
         bsz, srclen = src_tokens.size()
         H = self.hidden_size
-        # right-aligned copies (real tokens first); order[b, j] = original padded position
+        # copies with the real tokens first and the padding after them (right padding, whatever
+        # the input's padding side); order[b, j] = the original padded position of slot j
         order, length, start = source_order(src_tokens, self.padding_idx, self.eos_idx, reverse=False)
         x = self.dropout_in(self.embed_tokens(src_tokens.gather(1, order)))  # bsz x srclen x E
         # the backward GRU reads each sentence from its last token to its first:
@@ -80,7 +84,7 @@ class RNNsearchEncoder(FairseqEncoder):
         out = schedule.unpack(schedule.pack(outs))  # bsz x srclen x 2 x H, zeros on padding
         forward_h, backward_h = out.unbind(2)  # bsz x srclen x H each
         backward_h = backward_h.gather(1, rev.unsqueeze(2).expand(-1, -1, H))  # back to word order
-        annotations = torch.cat((forward_h, backward_h), 2)  # bsz x srclen x 2H, right-aligned
+        annotations = torch.cat((forward_h, backward_h), 2)  # bsz x srclen x 2H, real tokens first
         # back to original positions: position order[b, j] receives slot j
         inverse = torch.empty_like(order).scatter_(1, order, j.expand(bsz, -1))
         annotations = annotations.gather(1, inverse.unsqueeze(2).expand(-1, -1, 2 * H))
