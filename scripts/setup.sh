@@ -35,8 +35,8 @@ if [[ ! -f "$_stamp" ]] || [[ "$(cat "$_stamp")" != "$_want" ]]; then
   "$_py" -m pip install -q --disable-pip-version-check --no-deps "ve-fairseq==0.12.3"
   "$_py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$_repo"
   # a one-line error, not fairseq's KeyError, for our checkpoints used without --user-dir
-  # (fairseq_luong/no_user_dir_hint.py: standard library only, idle until fairseq is imported)
-  "$_py" - "$_repo/fairseq_luong/no_user_dir_hint.py" <<'PY'
+  # (fairseq_luong/fairseq_patches/no_user_dir_hint.py: standard library only, idle until fairseq is imported)
+  "$_py" - "$_repo/fairseq_luong/fairseq_patches/no_user_dir_hint.py" <<'PY'
 import os, sys, sysconfig
 hint = sys.argv[1]
 with open(os.path.join(sysconfig.get_paths()["purelib"], "fairseq_luong_hint.pth"), "w") as f:

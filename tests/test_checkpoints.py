@@ -11,7 +11,7 @@ from fairseq import checkpoint_utils
 from fairseq.data import data_utils
 
 import fairseq_luong  # noqa: F401  (allowlists, wraps the loader)
-from fairseq_luong.checkpoint_errors import CheckpointLoadError
+from fairseq_luong.fairseq_patches.checkpoints import CheckpointLoadError
 
 
 def test_fairseq_checkpoint_contents_load_with_weights_only(tmp_path):
@@ -60,7 +60,7 @@ def test_crafted_pickle_calling_a_function_is_refused(tmp_path):
 def test_user_error_reaches_the_terminal_as_one_line(capsys, monkeypatch):
     import sys
 
-    from fairseq_luong.user_errors import UserError
+    from fairseq_luong.fairseq_patches.errors import UserError
 
     monkeypatch.setattr(sys, "argv", ["fairseq-generate"])
     monkeypatch.delenv("FAIRSEQ_LUONG_TRACEBACK", raising=False)
@@ -99,7 +99,7 @@ def test_every_plugin_model_is_named_as_the_no_user_dir_hint_expects():
 
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 
-    hint = runpy.run_path(str(Path(fairseq_luong.__file__).parent / "no_user_dir_hint.py"))
+    hint = runpy.run_path(str(Path(fairseq_luong.__file__).parent / "fairseq_patches" / "no_user_dir_hint.py"))
     ours = [name for name, cls in {**ARCH_MODEL_REGISTRY, **MODEL_REGISTRY}.items()
             if cls.__module__.startswith("fairseq_luong.")]
     assert len(ours) > 10

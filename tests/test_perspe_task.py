@@ -67,7 +67,7 @@ def batches(task, split, max_positions=(12, 12)):
                                    ["--num-batch-buckets", "3"],
                                    ["--left-pad-target", "--num-batch-buckets", "3"]])
 def test_chunk_ids_follow_their_sentences_through_batching(data, extra):
-    """Also with --num-batch-buckets, which stopped with numpy 2 (fairseq_fixes.py)."""
+    """Also with --num-batch-buckets, which stopped with numpy 2 (fairseq_patches/batching.py)."""
     path, chunks = data
     task = setup(path, *extra)
     seen = set()
@@ -129,7 +129,7 @@ def test_chunk_file_for_fewer_sentences_is_one_line_in_fairseq_train(data, tmp_p
                       "--save-dir", str(tmp_path / "ckpt")])
     assert err == (f"fairseq-train: error: {tmp_path}/train.en-ja.ja.chunks.idx holds chunk ids for 35 sentences, but "
                    f"the target {tmp_path}/train.en-ja.ja has {N_SENTENCES}; make the chunk file from the same pieces "
-                   "file you binarized (scripts/project_chunks.py)")
+                   "file you binarized (scripts/data/project_chunks.py)")
 
 
 def test_wrapper_exposes_what_fairseq_reads(data):

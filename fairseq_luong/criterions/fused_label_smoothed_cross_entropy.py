@@ -29,7 +29,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from torch import Tensor
 
-from ..user_errors import ConfigError
+from ..fairseq_patches.errors import ConfigError
 
 
 @dataclass

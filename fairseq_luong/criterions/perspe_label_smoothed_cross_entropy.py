@@ -23,7 +23,7 @@ from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
 
 from ..modules.perspe_sinusoidal_positional_embedding import phrase_offsets, token_phrase_ids
-from ..user_errors import ConfigError
+from ..fairseq_patches.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class PerSPELabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterio
             raise ConfigError(
                 "--perturb-unit phrase needs target chunk ids in each batch: use "
                 "--task translation_chunks with chunk files from "
-                "scripts/project_chunks.py (or --perturb-unit token)"
+                "scripts/data/project_chunks.py (or --perturb-unit token)"
             )
         if chunks.shape != prev.shape:
             raise ValueError(

@@ -2,7 +2,7 @@
 
 Each target token (SentencePiece piece, plus the final ``</s>``) has the id of
 the phrase it belongs to, 0, 1, 2, ... within its sentence, as written by
-``scripts/project_chunks.py`` into ``{split}.{src}-{tgt}.{tgt}.chunks.{bin,idx}``.
+``scripts/data/project_chunks.py`` into ``{split}.{src}-{tgt}.{tgt}.chunks.{bin,idx}``.
 The wrapper looks the ids up by sample id after fairseq has collated the
 batch, so shuffling, length filtering, bucketing and the collater's sort by
 source length all carry over unchanged, and shifts them exactly as fairseq's
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, BucketPadLengthDataset
 
-from ..user_errors import UserError
+from ..fairseq_patches.errors import UserError
 
 PAD_CHUNK = -1  # the chunk id of the BOS and of padding in a batch
 
@@ -29,7 +29,7 @@ def check_chunk_lengths(chunk_sizes, tgt_sizes, chunk_path, target_path):
         raise ChunkLengthError(
             f"{chunk_path}.idx holds chunk ids for {len(chunk_sizes)} sentences, "
             f"but the target {target_path} has {len(tgt_sizes)}; make the chunk file "
-            f"from the same pieces file you binarized (scripts/project_chunks.py)"
+            f"from the same pieces file you binarized (scripts/data/project_chunks.py)"
         )
     bad = np.flatnonzero(chunk_sizes != tgt_sizes)
     if len(bad) > 0:
@@ -39,7 +39,7 @@ def check_chunk_lengths(chunk_sizes, tgt_sizes, chunk_path, target_path):
             f"from) has {chunk_sizes[i]} chunk ids but {tgt_sizes[i]} target tokens "
             f"(pieces + </s>) in {target_path}; {len(bad)} sentence(s) differ. Make "
             f"the chunk file from the same pieces file you binarized "
-            f"(scripts/project_chunks.py)"
+            f"(scripts/data/project_chunks.py)"
         )
 
 

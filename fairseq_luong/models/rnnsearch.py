@@ -18,7 +18,7 @@ from ..modules.bahdanau_gru import GRU
 from ..modules.luong_init import Embedding, init_uniform_
 from ..modules.rnnsearch_decoder import RNNsearchDecoder
 from ..modules.rnnsearch_encoder import RNNsearchEncoder
-from ..user_errors import ConfigError
+from ..fairseq_patches.errors import ConfigError
 
 DEEP_OUTPUT_STATE_CHOICES = ChoiceEnum(["previous", "current"])
 

@@ -43,7 +43,7 @@ from ..modules.relative_position_bias import (
     RelativePositionDecoderLayer,
     RelativePositionEncoderLayer,
 )
-from ..user_errors import ConfigError
+from ..fairseq_patches.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

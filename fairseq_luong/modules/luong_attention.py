@@ -26,7 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .attention_scores import AttentionScore
 from .luong_init import Linear
-from ..user_errors import ConfigError
+from ..fairseq_patches.errors import ConfigError
 
 
 class SourceMemory(NamedTuple):
@@ -123,7 +123,7 @@ def gaussian_window(positions: Tensor, p_t: Tensor, sigma: float) -> Tensor:
 
 
 # Local attention scores the whole memory, masking all but the window, when the source
-# is at most this many windows long (measured: scripts/benchmark_attention.py).
+# is at most this many windows long (measured: scripts/bench/benchmark_attention.py).
 DENSE_UP_TO = 2
 
 

@@ -38,7 +38,7 @@ from torch import Tensor
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
 from .row_schedule import RowSchedule
-from ..user_errors import ConfigError
+from ..fairseq_patches.errors import ConfigError
 
 
 def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:

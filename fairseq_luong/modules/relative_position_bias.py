@@ -24,7 +24,7 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import Tensor
 
-from ..user_errors import ConfigError
+from ..fairseq_patches.errors import ConfigError
 
 
 class RelativePositionBias(nn.Module):

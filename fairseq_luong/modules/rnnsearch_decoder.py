@@ -38,7 +38,7 @@ from .bahdanau_gru import GRU, gru_update
 from .luong_attention import GlobalAttention
 from .luong_init import Linear
 from .row_schedule import RowSchedule
-from ..user_errors import ConfigError
+from ..fairseq_patches.errors import ConfigError
 
 
 def maxout(x: Tensor, pieces: int) -> Tensor:

@@ -57,5 +57,8 @@ def _reseed_microbatch(train_step):
     return wrapper
 
 
-wrap_once(Trainer, "train_step", _plan_update)
-wrap_once(FairseqTask, "train_step", _reseed_microbatch)
+def patch_microbatch_seeds():
+    """``Trainer.train_step`` notes the update; ``FairseqTask.train_step`` reseeds each
+    micro-batch after the first from (seed, update, its index across processes)."""
+    wrap_once(Trainer, "train_step", _plan_update)
+    wrap_once(FairseqTask, "train_step", _reseed_microbatch)

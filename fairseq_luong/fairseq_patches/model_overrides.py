@@ -17,8 +17,7 @@ from fairseq import checkpoint_utils
 from omegaconf import DictConfig
 
 from .patching import wrap_once
-from .user_errors import UserError
-
+from .errors import UserError
 
 
 def _has_setting(cfg, key):
@@ -95,5 +94,9 @@ def _check_fit(load_ensemble):
     return load_model_ensemble_and_task
 
 
-wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _check_keys)
-wrap_once(checkpoint_utils, "load_model_ensemble_and_task", _check_fit)
+def patch_model_overrides():
+    """``load_checkpoint_to_cpu``: refuse an override key the checkpoint's config does not
+    have; ``load_model_ensemble_and_task``: weights that do not fit the overridden model are
+    one line naming the override."""
+    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _check_keys)
+    wrap_once(checkpoint_utils, "load_model_ensemble_and_task", _check_fit)

@@ -49,4 +49,6 @@ def _warn_at_limit(generate):
     return _generate
 
 
-wrap_once(SequenceGenerator, "_generate", _warn_at_limit)
+def patch_length_limit():
+    """``SequenceGenerator._generate``: warn about translations cut at the length limit."""
+    wrap_once(SequenceGenerator, "_generate", _warn_at_limit)

@@ -20,14 +20,12 @@ What fairseq does, and what we do instead (a ``UserError``: one line at the term
 """
 import functools
 import os
-import sys
 
-import fairseq_cli.interactive
 from fairseq.data import Dictionary, data_utils
 from fairseq.tasks import translation
 
-from .patching import wrap_once
-from .user_errors import UserError
+from .errors import UserError
+from .patching import fairseq_cli_modules, wrap_once
 
 _PREPROCESS = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"
 
@@ -100,10 +98,15 @@ def _no_soft_alignment(main):
     return wrapper
 
 
-wrap_once(data_utils, "infer_language_pair", _checked_data_dir)
-wrap_once(Dictionary, "add_from_file", _named_missing_dictionary)
-wrap_once(translation, "load_langpair_dataset", _named_missing_split)
-wrap_once(fairseq_cli.interactive, "main", _no_soft_alignment)
-_main = sys.modules.get("__main__")
-if getattr(getattr(_main, "__spec__", None), "name", None) == "fairseq_cli.interactive":
-    wrap_once(_main, "main", _no_soft_alignment)  # python -m fairseq_cli.interactive
+def patch_data_directories():
+    """``infer_language_pair``, ``Dictionary.add_from_file``, ``load_langpair_dataset``: a
+    missing, empty or wrong data directory, dictionary or split is one line."""
+    wrap_once(data_utils, "infer_language_pair", _checked_data_dir)
+    wrap_once(Dictionary, "add_from_file", _named_missing_dictionary)
+    wrap_once(translation, "load_langpair_dataset", _named_missing_split)
+
+
+def patch_interactive_soft_alignment():
+    """fairseq-interactive's ``main``: ``--print-alignment soft`` is refused before any work."""
+    for module in fairseq_cli_modules("interactive"):
+        wrap_once(module, "main", _no_soft_alignment)

@@ -1,11 +1,12 @@
 """Errors in what the user gave (a file, a flag, a checkpoint) reach the terminal as one line.
 
-fairseq's command-line tools let every exception escape as a traceback: for a
-bad checkpoint or a wrong flag that is dozens of lines (46 for a refused
-checkpoint, with torch's chained unpickler error) around the one line that
-says what to do. ``UserError`` marks an error whose message is complete: when
-it reaches the top of a fairseq command, our ``sys.excepthook`` prints
-``PROG: error: MESSAGE`` and nothing else (exit status 1, as for any uncaught
+fairseq's command-line tools let every exception escape as a traceback: for a bad
+checkpoint or a wrong flag that is dozens of lines (46 for a refused checkpoint, with
+torch's chained unpickler error) around the one line that says what to do. ``UserError``
+marks an error whose message is complete; the package's models, criterions, data
+readers and patches raise it (``ConfigError`` for option values). When one reaches the
+top of a fairseq command, the patched ``sys.excepthook`` (:func:`patch_excepthook`)
+prints ``PROG: error: MESSAGE`` and nothing else (exit status 1, as for any uncaught
 exception). Python callers still get an ordinary exception to catch.
 ``FAIRSEQ_LUONG_TRACEBACK=1`` restores the full traceback for debugging.
 """
@@ -38,5 +39,6 @@ def _print_user_errors(hook):
     return excepthook
 
 
-def install_excepthook():
+def patch_excepthook():
+    """``sys.excepthook``: a ``UserError`` that reaches the top prints as ``PROG: error: MESSAGE``."""
     wrap_once(sys, "excepthook", _print_user_errors)

@@ -28,9 +28,8 @@ import torch
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 
-from .patching import wrap_once
-from .precision import runs_on_cpu
-from .user_errors import UserError
+from .errors import UserError
+from .patching import runs_on_cpu, wrap_once
 
 logger = logging.getLogger(__name__)
 TORCHRUN_ENV = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -109,5 +108,8 @@ def _no_device_ids_on_cpu(ddp):
     return cpu_or_gpu_ddp
 
 
-wrap_once(distributed_utils, "call_main", _from_torchrun)
-wrap_once(distributed_fairseq_model, "DistributedDataParallel", _no_device_ids_on_cpu)
+def patch_torchrun():
+    """``call_main``: world size, rank and device from torchrun's environment, gloo on the CPU;
+    ``DistributedDataParallel``: no device ids for a CPU model."""
+    wrap_once(distributed_utils, "call_main", _from_torchrun)
+    wrap_once(distributed_fairseq_model, "DistributedDataParallel", _no_device_ids_on_cpu)

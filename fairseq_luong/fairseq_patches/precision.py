@@ -34,10 +34,7 @@ runs; their speed on CPUs with native support is not measured here.
 import contextvars
 import functools
 import logging
-import sys
 
-import fairseq_cli.generate
-import fairseq_cli.interactive
 import torch
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import BaseFairseqModel
@@ -45,13 +42,9 @@ from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import FairseqTask
 from omegaconf import DictConfig
 
-from .patching import wrap_once
+from .patching import fairseq_cli_modules, runs_on_cpu, wrap_once
 
 logger = logging.getLogger(__name__)
-
-
-def runs_on_cpu(cfg):
-    return cfg.common.cpu or not torch.cuda.is_available()
 
 
 def fix_precision_flags(cfg):
@@ -181,16 +174,21 @@ def _amp_for_generation(inference_step):
     return wrapper
 
 
-wrap_once(distributed_utils, "call_main", _fixing_precision)
-wrap_once(FairseqTask, "train_step", _amp_on_cpu)
-wrap_once(AMPOptimizer, "__init__", _no_cuda_scaler_on_cpu)
-wrap_once(BaseFairseqModel, "prepare_for_inference_", _precision_for_generation)
-wrap_once(FairseqTask, "inference_step", _amp_for_generation)
-wrap_once(fairseq_cli.generate, "_main", _marking_precision)
-wrap_once(fairseq_cli.interactive, "main", _marking_precision)
-_main = sys.modules.get("__main__")
-_run_as = getattr(getattr(_main, "__spec__", None), "name", None)
-if _run_as == "fairseq_cli.generate":
-    wrap_once(_main, "_main", _marking_precision)  # python -m fairseq_cli.generate
-elif _run_as == "fairseq_cli.interactive":
-    wrap_once(_main, "main", _marking_precision)  # python -m fairseq_cli.interactive
+def patch_training_precision():
+    """``call_main`` makes the flags runnable; ``FairseqTask.train_step`` autocasts on the CPU
+    under ``--amp``; ``AMPOptimizer.__init__`` takes no CUDA gradient scaler on the CPU."""
+    wrap_once(distributed_utils, "call_main", _fixing_precision)
+    wrap_once(FairseqTask, "train_step", _amp_on_cpu)
+    wrap_once(AMPOptimizer, "__init__", _no_cuda_scaler_on_cpu)
+
+
+def patch_generation_precision():
+    """fairseq-generate's ``_main`` and fairseq-interactive's ``main`` mark the run;
+    ``prepare_for_inference_`` converts to bfloat16 for ``--bf16``; ``inference_step``
+    autocasts for ``--amp``."""
+    wrap_once(BaseFairseqModel, "prepare_for_inference_", _precision_for_generation)
+    wrap_once(FairseqTask, "inference_step", _amp_for_generation)
+    for module in fairseq_cli_modules("generate"):
+        wrap_once(module, "_main", _marking_precision)
+    for module in fairseq_cli_modules("interactive"):
+        wrap_once(module, "main", _marking_precision)

@@ -1,4 +1,4 @@
-"""Fixes for fairseq bugs that drop sentences or stop a run.
+"""Batching: fixes for fairseq bugs that drop sentences or stop a run.
 
 **The final batch** (fairseq issue #5036). ``fairseq.data.data_utils.batch_by_size``
 ends with::
@@ -21,7 +21,7 @@ too): numpy 2 removed both. Those three fairseq modules get, as their ``np``, nu
 with the two numpy 1 names put back (``percentile(interpolation=)`` passed on as
 ``method=``, ``compat.long`` = ``int``); numpy itself is not changed.
 
-Importing fairseq_luong (``--user-dir``) applies both.
+``apply_all`` applies both.
 """
 import functools
 import logging
@@ -50,9 +50,6 @@ def _keep_final_batch(batch_by_size):
     return wrapper
 
 
-wrap_once(data_utils, "batch_by_size", _keep_final_batch)
-
-
 class _NumpyWithVersion1Names(types.ModuleType):
     """numpy, plus ``np.compat.long`` and ``np.percentile(..., interpolation=)``."""
 
@@ -69,7 +66,15 @@ class _NumpyWithVersion1Names(types.ModuleType):
         return getattr(np, name)
 
 
-if int(np.__version__.split(".")[0]) >= 2:
-    for _module in (data_utils, language_pair_dataset, token_block_dataset):
-        if _module.np is np:
-            _module.np = _NumpyWithVersion1Names()
+def patch_final_batch():
+    """``data_utils.batch_by_size``: the final partial batch is kept (fairseq issue #5036)."""
+    wrap_once(data_utils, "batch_by_size", _keep_final_batch)
+
+
+def patch_numpy_2():
+    """``data_utils``, ``language_pair_dataset``, ``token_block_dataset``: numpy with the two
+    numpy 1 names they use (numpy 2 only; numpy itself is not changed)."""
+    if int(np.__version__.split(".")[0]) >= 2:
+        for module in (data_utils, language_pair_dataset, token_block_dataset):
+            if module.np is np:
+                module.np = _NumpyWithVersion1Names()

@@ -33,10 +33,8 @@ with ``--reverse-source`` (the encoder maps them back).
 """
 import copy
 import functools
-import sys
 from typing import Dict, List, Optional
 
-import fairseq_cli.interactive
 import torch
 from fairseq import utils
 from fairseq.data import data_utils
@@ -45,8 +43,9 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import FairseqTask
 from fairseq.tokenizer import tokenize_line
 
-from .patching import wrap_once
-from .user_errors import UserError
+from ..data.text import DataError, iter_lines
+from .errors import UserError
+from .patching import fairseq_cli_modules, wrap_once
 
 # what argparse stores for a bare ``--replace-unk`` (GenerationConfig's argparse_const)
 _BARE_FLAG = "@@ "
@@ -67,19 +66,17 @@ def load_align_dict(replace_unk: Optional[str]) -> Optional[Dict[str, str]]:
         return {}
     entries: Dict[str, str] = {}
     try:
-        with open(replace_unk, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                line = line.rstrip("\r\n")
-                if not line.strip():
-                    continue
-                cols = line.split("\t") if "\t" in line else line.split()
-                if len(cols) != 2 or not cols[0].strip() or not cols[1].strip():
-                    raise UnkReplacementError(
-                        f"{replace_unk}:{lineno}: --replace-unk dictionary lines are "
-                        f"'source<TAB>target' or 'source target', got {line!r}"
-                    )
-                entries.setdefault(cols[0].strip(), cols[1].strip())  # the first entry wins
-    except (OSError, UnicodeDecodeError) as err:
+        for lineno, line in iter_lines(replace_unk):
+            if not line.strip():
+                continue
+            cols = line.split("\t") if "\t" in line else line.split()
+            if len(cols) != 2 or not cols[0].strip() or not cols[1].strip():
+                raise UnkReplacementError(
+                    f"{replace_unk}:{lineno}: --replace-unk dictionary lines are "
+                    f"'source<TAB>target' or 'source target', got {line!r}"
+                )
+            entries.setdefault(cols[0].strip(), cols[1].strip())  # the first entry wins
+    except DataError as err:
         raise UnkReplacementError(f"--replace-unk {replace_unk}: cannot read the dictionary ({err})") from err
     return entries
 
@@ -253,11 +250,11 @@ def replaces_load_align_dict(original):
     return functools.wraps(original)(lambda replace_unk: load_align_dict(replace_unk))
 
 
-wrap_once(utils, "load_align_dict", replaces_load_align_dict)
-wrap_once(utils, "post_process_prediction", post_process_prediction)
-wrap_once(BaseFairseqModel, "prepare_for_inference_", prepare_for_inference)
-wrap_once(FairseqTask, "build_generator", build_generator)
-wrap_once(fairseq_cli.interactive, "make_batches", remember_interactive_sources)
-_main = sys.modules.get("__main__")
-if getattr(getattr(_main, "__spec__", None), "name", None) == "fairseq_cli.interactive":
-    wrap_once(_main, "make_batches", remember_interactive_sources)  # python -m fairseq_cli.interactive
+def patch_unk_replacement():
+    """The five places listed in the module docstring."""
+    wrap_once(utils, "load_align_dict", replaces_load_align_dict)
+    wrap_once(utils, "post_process_prediction", post_process_prediction)
+    wrap_once(BaseFairseqModel, "prepare_for_inference_", prepare_for_inference)
+    wrap_once(FairseqTask, "build_generator", build_generator)
+    for module in fairseq_cli_modules("interactive"):
+        wrap_once(module, "make_batches", remember_interactive_sources)

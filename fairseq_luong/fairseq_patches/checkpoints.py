@@ -1,33 +1,64 @@
-"""Clear errors for checkpoints that cannot be loaded.
+"""Checkpoints: torch >= 2.6 loads fairseq's with ``weights_only=True``, and load errors say what to do.
 
-fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` lets a truncated file
-or a refused pickle surface as a traceback from deep inside torch's
-unpickler. We wrap it (every caller in fairseq looks it up on the module,
-so the wrapper is seen by fairseq-train, -generate and -interactive) and
-raise a ``UserError`` (one line at the terminal, see ``user_errors``) with
-the file name, the Python global that was refused, and what to do; a
-directory given as the checkpoint is named as such (fairseq's IsADirectoryError
-read as a corrupt file). ``checkpoint_utils.load_model_ensemble_and_task``'s
-``OSError: Model file not found`` (a ``--path`` that does not exist) becomes
-one line too, saying what the folder holds. Loading
-itself is unchanged: ``torch.load`` still runs with torch's
-``weights_only=True`` default, and we never repeat torch's advice to turn
-that off.
+**Safe globals.** fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` calls ``torch.load``
+without ``weights_only``, so torch uses its safe unpickler, which refuses fairseq
+checkpoints. A fairseq checkpoint holds, besides tensors and builtins, exactly these
+globals: ``argparse.Namespace`` (the legacy ``args`` entry, and inside ``cfg``), and numpy's
+``_reconstruct``, ``ndarray``, ``dtype`` and ``dtypes.Int64DType`` (arrays that
+``--eval-bleu`` stores in the logged metrics). :func:`allow_checkpoint_globals` allowlists
+those and nothing else; any other global is still refused. The weights-only safety is
+never turned off.
+
+**Load errors** (:func:`patch_load_errors`). fairseq's ``load_checkpoint_to_cpu`` lets a
+truncated file or a refused pickle surface as a traceback from deep inside torch's
+unpickler. We wrap it (every caller in fairseq looks it up on the module, so the wrapper
+is seen by fairseq-train, -generate and -interactive) and raise a ``UserError`` (one line
+at the terminal, see ``errors.py``) with the file name, the Python global that was
+refused, and what to do; a directory given as the checkpoint is named as such (fairseq's
+IsADirectoryError read as a corrupt file). ``load_model_ensemble_and_task``'s ``OSError:
+Model file not found`` (a ``--path`` that does not exist) becomes one line too, saying
+what the folder holds. Loading itself is unchanged, and we never repeat torch's advice to
+turn the safety off.
 """
+import argparse
 import functools
 import os
 import pickle
 import re
 import zipfile
 
+import numpy as np
+import torch
 from fairseq import checkpoint_utils
 
 from .patching import wrap_once
-from .user_errors import UserError
+from .errors import UserError
 
 
 class CheckpointLoadError(UserError):
     """A checkpoint file exists but cannot be loaded."""
+
+
+def _numpy_reconstruct():
+    # numpy >= 2 moved the pickled name to numpy._core; keep both spellings.
+    core = getattr(np, "_core", None) or np.core
+    return core.multiarray._reconstruct
+
+
+def checkpoint_safe_globals():
+    """The exact list of non-tensor globals a fairseq checkpoint may hold."""
+    return [
+        argparse.Namespace,
+        _numpy_reconstruct(),
+        np.ndarray,
+        np.dtype,
+        np.dtypes.Int64DType,
+    ]
+
+
+def allow_checkpoint_globals():
+    """torch's weights-only unpickler: allow :func:`checkpoint_safe_globals` (and nothing else)."""
+    torch.serialization.add_safe_globals(checkpoint_safe_globals())
 
 
 def _refused_global(text):
@@ -108,5 +139,8 @@ def _named_missing_file(load_ensemble):
     return load_model_ensemble_and_task
 
 
-wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _explained_errors)
-wrap_once(checkpoint_utils, "load_model_ensemble_and_task", _named_missing_file)
+def patch_load_errors():
+    """``load_checkpoint_to_cpu`` and ``load_model_ensemble_and_task``: a checkpoint that
+    cannot be loaded, or is not there, is a one-line ``CheckpointLoadError``."""
+    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _explained_errors)
+    wrap_once(checkpoint_utils, "load_model_ensemble_and_task", _named_missing_file)

@@ -15,12 +15,10 @@ Applied when the plugin is imported by fairseq-interactive (fairseq imports
 """
 import functools
 import logging
-import os
-import sys
 
 import torch
 
-from .patching import wrap_once
+from .patching import fairseq_cli_modules, wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -60,15 +58,7 @@ def _cutting_long_lines(make_batches):
     return wrapper
 
 
-def _interactive_modules():
-    """fairseq-interactive's module, whether run as a console script or ``python -m``."""
-    found = []
-    for module in (sys.modules.get("fairseq_cli.interactive"), sys.modules.get("__main__")):
-        path = getattr(module, "__file__", None) or ""
-        if path.endswith(os.path.join("fairseq_cli", "interactive.py")) and module not in found:
-            found.append(module)
-    return found
-
-
-for _module in _interactive_modules():
-    wrap_once(_module, "make_batches", _cutting_long_lines)
+def patch_interactive_long_lines():
+    """fairseq-interactive's ``make_batches``: cut an over-long line, with a warning."""
+    for module in fairseq_cli_modules("interactive"):
+        wrap_once(module, "make_batches", _cutting_long_lines)

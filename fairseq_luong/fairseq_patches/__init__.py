@@ -1,0 +1,74 @@
+"""Every change fairseq_luong makes to fairseq's own behaviour, applied in one place.
+
+Each patch wraps a function fairseq looks up at call time (``patching.wrap_once``); each
+module's docstring says what fairseq does wrong, where, and what we do instead, and
+``docs/fairseq_patches.md`` lists them one line each. ``fairseq_luong/__init__.py`` calls
+:func:`apply_all` once, when fairseq imports the plugin (``--user-dir``).
+
+**Order matters** where two patches wrap the same function: the one applied later wraps
+the earlier one, so it runs first (outside) and the earlier one runs inside it. Those
+targets are marked "(1 of 2)" / "(2 of 2)" below. Applying twice changes nothing.
+
+One patch is not applied here: ``no_user_dir_hint.py`` is for a run WITHOUT the plugin
+(``--user-dir`` forgotten), so ``scripts/setup.sh`` makes Python run it at start-up.
+"""
+from . import (
+    batching,
+    checkpoints,
+    distributed,
+    errors,
+    input_errors,
+    interactive_long_lines,
+    length_limit,
+    microbatch_seeds,
+    model_overrides,
+    precision,
+    unk_replacement,
+)
+
+
+def apply_all():
+    """Apply every patch, in this order."""
+    # ---- command-line errors: one line, not a traceback
+    errors.patch_excepthook()  # sys.excepthook prints a UserError as "PROG: error: ..."
+    input_errors.patch_data_directories()  # a missing/empty data directory, dictionary, split
+    # fairseq_cli.interactive.main (1 of 2): --print-alignment soft is refused; runs inside
+    # the precision marking (2 of 2, below), before any model is loaded
+    input_errors.patch_interactive_soft_alignment()
+
+    # ---- checkpoints
+    checkpoints.allow_checkpoint_globals()  # torch's weights-only unpickler takes fairseq's
+    # load_checkpoint_to_cpu and load_model_ensemble_and_task (1 of 2 each): load errors
+    # become one line; innermost, next to fairseq
+    checkpoints.patch_load_errors()
+    # the same two (2 of 2 each): --model-overrides checked on what the loader returned
+    # (keys) and on the load_state_dict error it raised (sizes)
+    model_overrides.patch_model_overrides()
+
+    # ---- data loading
+    batching.patch_final_batch()  # data_utils.batch_by_size keeps the final partial batch
+    batching.patch_numpy_2()  # --num-batch-buckets with numpy 2
+
+    # ---- training
+    # Trainer.train_step; FairseqTask.train_step (1 of 2): reseed each micro-batch after the
+    # first, inside the --amp autocast of 2 of 2
+    microbatch_seeds.patch_microbatch_seeds()
+    # distributed_utils.call_main (1 of 2): --bf16/--fp16/--amp made runnable, after torchrun's
+    # settings (2 of 2); FairseqTask.train_step (2 of 2): --amp autocasts on the CPU;
+    # AMPOptimizer.__init__
+    precision.patch_training_precision()
+    # call_main (2 of 2): world size, rank and backend from torchrun's environment;
+    # DistributedDataParallel without device ids on the CPU
+    distributed.patch_torchrun()
+
+    # ---- generation (fairseq-generate, fairseq-interactive)
+    # prepare_for_inference_ (1 of 2): bfloat16 for --bf16, inside --replace-unk's (2 of 2);
+    # inference_step: autocast for --amp; generate._main and interactive.main (2 of 2): mark the run
+    precision.patch_generation_precision()
+    # interactive.make_batches (1 of 2): over-long lines cut, with a warning, before
+    # --replace-unk (2 of 2) remembers the batch's source words
+    interactive_long_lines.patch_interactive_long_lines()
+    length_limit.patch_length_limit()  # SequenceGenerator._generate warns at the length limit
+    # load_align_dict, post_process_prediction, prepare_for_inference_ (2 of 2),
+    # build_generator, interactive.make_batches (2 of 2): --replace-unk works
+    unk_replacement.patch_unk_replacement()

@@ -1,0 +1,42 @@
+"""What the patches share: wrapping a fairseq function once, and finding fairseq's CLI modules.
+
+Each patch is a wrapper around a function fairseq looks up at call time (a module
+attribute or a class method), so fairseq's own code stays as it is. Applying a patch
+twice must not wrap twice: the wrapper carries a mark named after it.
+"""
+import importlib
+import os
+import sys
+
+import torch
+
+
+def wrap_once(owner, name, wrap):
+    """``owner.name = wrap(owner.name)``, unless ``wrap`` was applied already."""
+    mark = f"__fairseq_luong_{wrap.__module__.rsplit('.', 1)[-1]}_{wrap.__name__}__"
+    current = getattr(owner, name)
+    if getattr(current, mark, False):
+        return
+    wrapped = wrap(current)
+    setattr(wrapped, mark, True)
+    setattr(owner, name, wrapped)
+
+
+def fairseq_cli_modules(command):
+    """The modules of fairseq's command ``command`` ("generate", "interactive") whose functions
+    a patch must wrap: ``fairseq_cli.COMMAND`` (what the console script ``fairseq-COMMAND``
+    runs), and ``__main__`` too when the command runs as ``python -m fairseq_cli.COMMAND`` or
+    ``python .../fairseq_cli/COMMAND.py`` (then its functions are ``__main__``'s own copies)."""
+    modules = [importlib.import_module(f"fairseq_cli.{command}")]
+    main = sys.modules.get("__main__")
+    run_as = getattr(getattr(main, "__spec__", None), "name", None)
+    path = getattr(main, "__file__", None) or ""
+    if main not in modules and (run_as == f"fairseq_cli.{command}"
+                                or path.endswith(os.path.join("fairseq_cli", f"{command}.py"))):
+        modules.append(main)
+    return modules
+
+
+def runs_on_cpu(cfg):
+    """Whether a fairseq run with config ``cfg`` computes on the CPU (``--cpu``, or no CUDA)."""
+    return cfg.common.cpu or not torch.cuda.is_available()

@@ -1,0 +1,79 @@
+"""fairseq_patches: one ordered list of every change to fairseq; the package top shows only
+fairseq's extension points and that list."""
+import sys
+import types
+from pathlib import Path
+
+import fairseq_cli.generate
+import fairseq_cli.interactive
+import pytest
+from fairseq import checkpoint_utils
+from fairseq.distributed import utils as distributed_utils
+from fairseq.models import BaseFairseqModel
+from fairseq.tasks import FairseqTask
+
+import fairseq_luong
+from fairseq_luong.fairseq_patches import apply_all
+from fairseq_luong.fairseq_patches.patching import fairseq_cli_modules
+
+
+def wrappers(function):
+    """The wrappers around ``function``, outermost first (functools.wraps' ``__wrapped__`` chain)."""
+    chain = []
+    while hasattr(function, "__wrapped__"):
+        chain.append(function.__code__.co_qualname.split(".<locals>")[0])
+        function = function.__wrapped__
+    return chain
+
+
+# every fairseq function two patches wrap: the later patch in apply_all runs first (outside)
+SHARED_TARGETS = {
+    "load_checkpoint_to_cpu": (lambda: checkpoint_utils.load_checkpoint_to_cpu,
+                               ["_check_keys", "_explained_errors"]),
+    "load_model_ensemble_and_task": (lambda: checkpoint_utils.load_model_ensemble_and_task,
+                                     ["_check_fit", "_named_missing_file"]),
+    "call_main": (lambda: distributed_utils.call_main, ["_from_torchrun", "_fixing_precision"]),
+    "FairseqTask.train_step": (lambda: FairseqTask.train_step, ["_amp_on_cpu", "_reseed_microbatch"]),
+    "prepare_for_inference_": (lambda: BaseFairseqModel.prepare_for_inference_,
+                               ["prepare_for_inference", "_precision_for_generation"]),
+    "interactive.main": (lambda: fairseq_cli.interactive.main, ["_marking_precision", "_no_soft_alignment"]),
+    "interactive.make_batches": (lambda: fairseq_cli.interactive.make_batches,
+                                 ["remember_interactive_sources", "_cutting_long_lines"]),
+}
+
+
+@pytest.mark.parametrize("target", sorted(SHARED_TARGETS))
+def test_wrappers_of_a_shared_target_stack_in_apply_alls_order(target):
+    get, outermost_first = SHARED_TARGETS[target]
+    assert wrappers(get()) == outermost_first
+
+
+def test_applying_twice_changes_nothing():
+    before = {name: get() for name, (get, _) in SHARED_TARGETS.items()}
+    before["generate._main"] = fairseq_cli.generate._main
+    apply_all()
+    assert {name: get() for name, (get, _) in SHARED_TARGETS.items()} | {
+        "generate._main": fairseq_cli.generate._main} == before
+
+
+def test_package_top_shows_only_extension_points_and_the_patches():
+    top = Path(fairseq_luong.__file__).parent
+    entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}
+    assert entries == {"__init__.py", "models", "modules", "criterions", "tasks", "data", "analysis",
+                       "fairseq_patches"}
+
+
+@pytest.mark.parametrize("how", ["python -m", "path", "console script"])
+def test_cli_modules_include_main_when_the_command_runs_as_it(monkeypatch, how):
+    main = types.ModuleType("__main__")
+    if how == "python -m":
+        main.__spec__ = types.SimpleNamespace(name="fairseq_cli.interactive")
+    elif how == "path":
+        main.__file__ = str(Path(fairseq_cli.interactive.__file__))
+    else:
+        main.__file__ = "/venv/bin/fairseq-interactive"
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    found = fairseq_cli_modules("interactive")
+    assert found[0] is fairseq_cli.interactive
+    assert found[1:] == ([] if how == "console script" else [main])
+    assert fairseq_cli_modules("generate") == [fairseq_cli.generate]  # another command's module
