@@ -16,6 +16,8 @@ from typing import List, NamedTuple, Optional, Sequence, Set, Tuple
 import torch
 from torch import Tensor
 
+from ..data.text import iter_lines
+
 Link = Tuple[int, int]  # (source position, target position), 0-based
 _LINK = re.compile(r"^(\d+)([-pP?])(\d+)$")
 
@@ -48,8 +50,7 @@ def parse_links(line: str, where: str, one_based: bool, target_first: bool) -> L
 
 
 def read_links(path: str, one_based: bool, target_first: bool) -> List[Links]:
-    with open(path, encoding="utf-8") as f:
-        return [parse_links(line, f"{path}:{n}", one_based, target_first) for n, line in enumerate(f, 1)]
+    return [parse_links(line, f"{path}:{n}", one_based, target_first) for n, line in iter_lines(path)]
 
 
 class LinkFile(NamedTuple):
@@ -65,12 +66,11 @@ class LinkFile(NamedTuple):
 
 def has_position_zero(path: str) -> bool:
     """Whether any well-formed link of the file has a position 0 (then it is 0-indexed)."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            for item in line.split():
-                m = _LINK.match(item)
-                if m and (int(m.group(1)) == 0 or int(m.group(3)) == 0):
-                    return True
+    for _, line in iter_lines(path):
+        for item in line.split():
+            m = _LINK.match(item)
+            if m and (int(m.group(1)) == 0 or int(m.group(3)) == 0):
+                return True
     return False
 
 

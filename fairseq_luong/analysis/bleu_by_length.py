@@ -1,12 +1,13 @@
 """BLEU by source sentence length (Luong et al. 2015, Fig. 6): sentences grouped by the
 number of source words, sacreBLEU per group against the raw references."""
-import re
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import sacrebleu
 
+from ..data.text import read_lines
+from .generate_output import best_translations, read_generate_output
+
 PAPER_EDGES = (10, 20, 30, 40, 50, 60, 70)  # Fig. 6's x axis: <=10, 11-20, ..., 61-70, >70
-_GENERATE_LINE = re.compile(r"^([HD])-(\d+)\t[^\t]*\t(.*)$")
 
 
 class Bucket(NamedTuple):
@@ -37,23 +38,13 @@ def read_system(path: str, n: int) -> Tuple[List[str], str]:
     """A system's translations and what they were read from: plain text (one a line), or
     fairseq-generate output (its D- lines, detokenised, else H- lines; the best of --nbest;
     put back in sentence order)."""
-    with open(path, encoding="utf-8") as f:
-        lines = [line.rstrip("\r\n") for line in f]
-    found: Dict[str, Dict[int, str]] = {"H": {}, "D": {}}
-    for line in lines:
-        m = _GENERATE_LINE.match(line)
-        if m:
-            found[m.group(1)].setdefault(int(m.group(2)), m.group(3))
-    kind = "D" if found["D"] else "H"
-    by_id = found[kind]
-    if by_id:
-        missing = sorted(set(range(n)) - set(by_id))
-        if missing or len(by_id) != n:
-            raise ValueError(f"{path}: fairseq-generate output for {len(by_id)} sentences (ids "
-                             f"{min(by_id)}-{max(by_id)}), expected ids 0-{n - 1}; missing e.g. {missing[:5]}")
+    translations = read_generate_output(path)
+    if any(t.hypothesis is not None for t in translations.values()):
+        lines, kind = best_translations(translations, n, path)
         what = ("D- lines (fairseq-generate's detokenised hypotheses)" if kind == "D" else
                 "H- lines (fairseq-generate's hypotheses; no D- lines in it)")
-        return [by_id[i] for i in range(n)], what
+        return lines, what
+    lines = read_lines(path)
     if len(lines) != n:
         raise ValueError(f"{path}: {len(lines)} lines, but the source has {n}")
     return lines, "plain text, one translation a line"

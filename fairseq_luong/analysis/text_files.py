@@ -1,15 +1,17 @@
-"""Reading the text files the scripts are given, with errors that name the file."""
+"""The files and options the analysis scripts are given, with errors that name the file."""
 import os
 from typing import List, Tuple
 
+from ..data import text
+
 
 def read_lines(path: str) -> List[str]:
-    """The file's lines without their line ends; SystemExit naming the file if unreadable."""
+    """The file's lines (``data.text``'s reader: only ``\\n`` ends a line); SystemExit naming
+    the file (and line) when it cannot be read or is not UTF-8."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\r\n") for line in f]
-    except (OSError, UnicodeDecodeError) as err:
-        raise SystemExit(f"error: {path}: {err}")
+        return text.read_lines(path)
+    except text.DataError as err:
+        raise SystemExit(f"error: {err}")
 
 
 def named_files(items: List[str]) -> List[Tuple[str, str]]:
@@ -28,7 +30,7 @@ def named_files(items: List[str]) -> List[Tuple[str, str]]:
 
 def add_model_arguments(parser, target_help):
     """The command-line options of the scripts that read a model's attention over given text
-    (scripts/force_align.py, scripts/plot_attention.py): data, checkpoint(s), text, languages,
+    (scripts/eval/force_align.py, scripts/eval/plot_attention.py): data, checkpoint(s), text, languages,
     footnote 14's convention and SentencePiece models."""
     parser.add_argument("data", help="fairseq data directory with the dictionaries (dict.SRC.txt, dict.TGT.txt)")
     parser.add_argument("--path", required=True, help="checkpoint(s), colon-separated for an ensemble")

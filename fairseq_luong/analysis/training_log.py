@@ -7,13 +7,24 @@ import re
 from typing import Dict, List, NamedTuple, Optional
 
 # "... | valid | epoch 003 | valid on 'valid' subset | loss 6.07 | ppl 67.17 | ... | num_updates 10"
-_SIMPLE_VALID = re.compile(r"\| (?:valid|\S+) \| epoch (\d+) \| valid on '([^']+)' subset \| (.*)$")
+# (fairseq-validate: "... | valid | valid on 'valid' subset | loss 6.07 | ...", no epoch)
+_SIMPLE_VALID = re.compile(r"\| (?:valid|\S+) \| (?:epoch (\d+) \| )?valid on '([^']+)' subset \| (.*)$")
 # "... | train | epoch 002 | loss 6.254 | ppl 76.31 | ... | num_updates 10 | ..."
 _SIMPLE_TRAIN = re.compile(r"\| train \| epoch (\d+) \| (.*)$")
 # "... | train_inner | epoch 002:      3 / 5 loss=6.302, ppl=78.89, ..., num_updates=8, ..."
-_SIMPLE_INNER = re.compile(r"\| train_inner \| epoch (\d+):\s+\d+ / \d+ (.*)$")
+_SIMPLE_INNER = re.compile(r"\| train_inner \| epoch (\d+):\s+(\d+) / (\d+) (.*)$")
 # "... | valid | {"epoch": 2, "valid_loss": "6.07", ...}" (json: keys prefixed by the tag)
 _JSON = re.compile(r"\| (\w+) \| (\{\".*\})\s*$")
+
+
+class LogLine(NamedTuple):
+    """One statistics line of a fairseq-train (or fairseq-validate) log, as printed."""
+
+    tag: str  # "valid", "train" (end of an epoch) or "train_inner" (every --log-interval updates)
+    subset: Optional[str]  # valid: the subset validated
+    epoch: Optional[str]  # as printed ("003"); None in fairseq-validate's lines
+    fields: Dict[str, str]  # {"loss": "6.302", "ppl": "78.89", "num_updates": "8", ...};
+    # train_inner also "step" and "steps": the batch of the epoch and the epoch's batches
 
 
 class Record(NamedTuple):
@@ -29,30 +40,60 @@ class TrainingLog(NamedTuple):
     train_inner: List[Record]  # every --log-interval updates
 
 
-def _numbers(pairs) -> Dict[str, float]:
+def _bar_fields(text: str) -> Dict[str, str]:
+    """"loss 6.07 | ppl 67.17" -> {"loss": "6.07", "ppl": "67.17"}."""
+    return {k.strip(): v.strip() for k, _, v in (item.strip().partition(" ") for item in text.split(" | "))
+            if v.strip()}
+
+
+def parse_log_line(line: str) -> Optional[LogLine]:
+    """The statistics of one line of a fairseq-train log (``--log-format`` simple, tqdm or
+    json; fairseq-validate's too), or None for any other line. Raises ValueError (or a
+    json error) for a recognised line that is malformed."""
+    m = _SIMPLE_VALID.search(line)
+    if m:
+        return LogLine("valid", m.group(2), m.group(1), _bar_fields(m.group(3)))
+    m = _SIMPLE_TRAIN.search(line)
+    if m:
+        return LogLine("train", None, m.group(1), _bar_fields(m.group(2)))
+    m = _SIMPLE_INNER.search(line)
+    if m:
+        items = (item.split("=", 1) for item in m.group(4).split(", ") if "=" in item)
+        fields = {k.strip(): v.strip() for k, v in items}
+        return LogLine("train_inner", None, m.group(1), {**fields, "step": m.group(2), "steps": m.group(3)})
+    m = _JSON.search(line)
+    if m:
+        tag, data = m.group(1), json.loads(m.group(2))
+        if "epoch" not in data:
+            return None
+        if tag in ("train_inner", "train"):
+            prefix = "" if tag == "train_inner" else "train_"
+            return LogLine(tag, None, str(data["epoch"]), _json_fields(data, prefix))
+        if f"{tag}_loss" in data:
+            return LogLine("valid", tag, str(data["epoch"]), _json_fields(data, f"{tag}_"))
+    return None
+
+
+def _json_fields(data: dict, prefix: str) -> Dict[str, str]:
+    return {k[len(prefix):]: str(v) for k, v in data.items()
+            if k.startswith(prefix) and k not in ("epoch", "update")}
+
+
+def _numbers(fields: Dict[str, str]) -> Dict[str, float]:
     out = {}
-    for key, value in pairs:
+    for key, value in fields.items():
         try:
-            out[key.strip()] = float(value)
+            out[key] = float(value)
         except ValueError:
             pass
     return out
 
 
-def _bar_stats(text: str) -> Dict[str, float]:
-    return _numbers(item.strip().split(" ", 1) for item in text.split(" | ") if " " in item.strip())
-
-
-def _record(epoch, stats) -> Record:
+def _record(line: LogLine) -> Record:
+    stats = _numbers({k: v for k, v in line.fields.items() if k not in ("step", "steps")})
     if "num_updates" not in stats:
         raise ValueError("no num_updates")
-    return Record(int(epoch), int(stats.pop("num_updates")), stats)
-
-
-def _json_record(tag: str, data: dict, prefix: str) -> Record:
-    stats = _numbers((k[len(prefix):], v) for k, v in data.items()
-                     if k.startswith(prefix) and k not in ("epoch", "update"))
-    return _record(data["epoch"], stats)
+    return Record(int(line.epoch), int(stats.pop("num_updates")), stats)
 
 
 def read_training_log(path: str) -> TrainingLog:
@@ -67,32 +108,16 @@ def read_training_log(path: str) -> TrainingLog:
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             try:
-                m = _SIMPLE_VALID.search(line)
-                if m:
-                    valid.setdefault(m.group(2), []).append(_record(m.group(1), _bar_stats(m.group(3))))
+                parsed = parse_log_line(line)
+                if parsed is None or parsed.epoch is None:  # not a statistics line of training
                     continue
-                m = _SIMPLE_TRAIN.search(line)
-                if m:
-                    train.append(_record(m.group(1), _bar_stats(m.group(2))))
-                    continue
-                m = _SIMPLE_INNER.search(line)
-                if m:
-                    pairs = (item.split("=", 1) for item in m.group(2).split(", ") if "=" in item)
-                    inner.append(_record(m.group(1), _numbers(pairs)))
-                    continue
-                m = _JSON.search(line)
-                if m:
-                    tag, data = m.group(1), json.loads(m.group(2))
-                    if "epoch" not in data:
-                        continue
-                    if tag == "train_inner":
-                        inner.append(_json_record(tag, data, ""))
-                    elif tag == "train":
-                        train.append(_json_record(tag, data, "train_"))
-                    elif f"{tag}_loss" in data:
-                        valid.setdefault(tag, []).append(_json_record(tag, data, f"{tag}_"))
+                record = _record(parsed)
             except (ValueError, KeyError) as err:
                 raise ValueError(f"{path}:{lineno}: malformed fairseq-train log line ({err}): {line.strip()[:200]}")
+            if parsed.tag == "valid":
+                valid.setdefault(parsed.subset, []).append(record)
+            else:
+                (train if parsed.tag == "train" else inner).append(record)
     if not (valid or train or inner):
         raise ValueError(
             f"{path}: no fairseq-train statistics found (expected the output of fairseq-train "

@@ -7,10 +7,10 @@ this file) to the tag sequence. Oka, Tanaka & Nagata (NLP2022) get their
 phrases the same way.
 
 Input: Japanese normalised by :func:`fairseq_luong.data.text.normalize_line`
-(``scripts/normalize_text.py``), one sentence a line, no word segmentation.
+(``scripts/data/normalize_text.py``), one sentence a line, no word segmentation.
 Output: the same number of lines; each holds its sentence's phrases separated
 by TABs, each phrase being the text of its morphemes.
-Command line: ``scripts/chunk_japanese.py`` (:func:`main`).
+Command line: ``scripts/data/chunk_japanese.py`` (:func:`main`).
 """
 import contextlib
 import os
@@ -28,6 +28,7 @@ from .text import (
     file_pairs,
     iter_lines,
     normalize_line,
+    read_lines,
     whole_output,
     why_not_normalized,
 )
@@ -58,9 +59,9 @@ def load_grammar(path=DEFAULT_GRAMMAR) -> str:
     """
     macros, out = {}, []
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise ChunkerError(f"cannot read the chunk grammar {path}: {e.strerror}") from e
+        lines = read_lines(path)
+    except DataError as e:
+        raise ChunkerError(f"the chunk grammar: {e}") from e
 
     def expand(text, lineno):
         def sub(m):
@@ -203,7 +204,7 @@ def _chunk_line(item):
     if normalize_line(line) != line:
         raise ChunkerError(
             f"{name}:{lineno}: the line is not normalised ({why_not_normalized(line)}); "
-            f"run scripts/normalize_text.py on the raw text first and give its output "
+            f"run scripts/data/normalize_text.py on the raw text first and give its output "
             f"to SentencePiece too"
         )
     try:
@@ -237,7 +238,7 @@ def chunk_file(input, output, grammar=DEFAULT_GRAMMAR, dicdir=None, workers=1, q
 
 
 def main(argv=None):
-    """Command line of scripts/chunk_japanese.py."""
+    """Command line of scripts/data/chunk_japanese.py."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -246,10 +247,10 @@ def main(argv=None):
                     "nltk RegexpParser) for perSPE; one TAB-separated line per input line.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Examples:\n"
-               "  python scripts/normalize_text.py -i train.raw.ja -o train.ja\n"
-               "  python scripts/chunk_japanese.py -i train.ja -o train.chunks.ja --workers 4\n"
-               "  python scripts/chunk_japanese.py -i train.ja dev.ja -o train.chunks.ja dev.chunks.ja\n"
-               "  echo 'これはペンです。' | python scripts/chunk_japanese.py\n"
+               "  python scripts/data/normalize_text.py -i train.raw.ja -o train.ja\n"
+               "  python scripts/data/chunk_japanese.py -i train.ja -o train.chunks.ja --workers 4\n"
+               "  python scripts/data/chunk_japanese.py -i train.ja dev.ja -o train.chunks.ja dev.chunks.ja\n"
+               "  echo 'これはペンです。' | python scripts/data/chunk_japanese.py\n"
                "Prints the throughput (sentences/s) when done. Errors name the file and line.",
     )
     add_file_pair_arguments(parser, "normalised Japanese, one sentence a line",

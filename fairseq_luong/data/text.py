@@ -1,27 +1,37 @@
-"""Raw text for the perSPE data path: one normalisation, line reading, whole outputs.
+"""Raw text: the one line reader, the one control-character policy, the one normalisation.
 
-The English and Japanese text is normalised once, by :func:`normalize_line`,
-before SentencePiece is trained or applied and before Japanese is chunked.
-SentencePiece then runs with its ``identity`` rule, so pieces, phrases,
-hypotheses and the normalised references all spell the same characters:
-projection of phrases onto pieces cannot fail on two strings that print alike
-(decomposed kana), and BLEU compares like with like.
+**Lines** (:func:`iter_lines`, :func:`read_lines`): only ``\\n`` ends a line, everywhere in
+the package, its scripts and recipes (a ``\\r`` just before it is part of that line end,
+``\\r\\n``). Python's text mode and ``str.splitlines`` also split at a lone ``\\r``,
+``\\x0b``, ``\\x1c``-``\\x1e``, ``\\x85`` and U+2028/9, which would shift every later line
+of one side against its translation. fairseq-preprocess (Python's text mode) splits at a
+lone ``\\r`` too; ``scripts/data/check_parallel.py`` reports every such ``\\r``, and on the
+files it passes, fairseq-preprocess reads exactly the lines this reader reads.
 
-Lines end at ``\\n`` and nowhere else (:func:`iter_lines`): Python's text mode
-and ``str.splitlines`` also split at ``\\r``, ``\\x0b``, ``\\x1c``-``\\x1e``,
-``\\x85`` and U+2028/9, which would shift every later line of one side
-against its translation.
+**Control characters** (:data:`CONTROL`): Unicode's category Cc except tab (whitespace) and
+the ``\\n`` that ends a line, and the line and paragraph separators U+2028/9;
+:data:`LINE_BREAKING` are those that ``str.splitlines``, and so many tools, read as a line
+break. ``check_parallel.py`` reports them; :func:`normalize_line` makes each a space.
+
+**Normalisation** (perSPE data path): the English and Japanese text is normalised once,
+by :func:`normalize_line`, before SentencePiece is trained or applied and before Japanese
+is chunked. SentencePiece then runs with its ``identity`` rule, so pieces, phrases,
+hypotheses and the normalised references all spell the same characters: projection of
+phrases onto pieces cannot fail on two strings that print alike (decomposed kana), and
+BLEU compares like with like.
 """
 import contextlib
 import os
 import sys
 import unicodedata
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import regex
 
-_CONTROL = regex.compile(r"\p{Cc}")  # \t \r \x0b \x1c ... \x7f \x85 ...
+# the one control-character policy (module docstring)
+CONTROL = regex.compile(r"[^\P{Cc}\t\n]|[\u2028\u2029]")
+LINE_BREAKING = regex.compile(r"[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _FORMAT = regex.compile(r"\p{Cf}")  # zero-width space, BOM, soft hyphen, direction marks
 
 
@@ -32,19 +42,19 @@ class DataError(ValueError):
 def normalize_line(text: str) -> str:
     """The one normalisation of raw text, applied before SentencePiece and chunking.
 
-    1. control characters (Unicode category Cc: tab, a stray ``\\r``, ...)
+    1. control characters (:data:`CONTROL`: a stray ``\\r``, ``\\x07``, U+2028, ...)
        become spaces; format characters (Cf: zero-width space, byte-order
        mark, soft hyphen, direction marks) are removed;
     2. NFKC: decomposed kana are composed (``ハ`` + U+309A -> ``パ``),
        half-width katakana become full-width, full-width Latin letters, digits
        and the ideographic space U+3000 become ASCII;
-    3. runs of whitespace become one space, and none is left at either end.
+    3. runs of whitespace (tab included) become one space, and none is left at either end.
 
     NFKC is what SentencePiece's default ``nmt_nfkc`` rule starts with; doing it
     here, once, lets every later step (and the references) see the same text.
     The function is idempotent.
     """
-    text = _FORMAT.sub("", _CONTROL.sub(" ", text))
+    text = _FORMAT.sub("", CONTROL.sub(" ", text))
     text = unicodedata.normalize("NFKC", text)
     return " ".join(text.split())
 
@@ -60,12 +70,14 @@ def why_not_normalized(text: str) -> str:
     return "it has spaces at an end or several in a row"
 
 
-def iter_lines(path, name=None) -> Iterator[Tuple[int, str]]:
-    """(line number, text without its ``\\n``) for each line of ``path`` ('-': stdin).
+def iter_lines(path, name=None,
+               on_invalid: Optional[Callable[[int, str], None]] = None) -> Iterator[Tuple[int, str]]:
+    """(line number, text without its ``\\n`` or ``\\r\\n``) for each line of ``path`` ('-': stdin).
 
-    Only ``\\n`` ends a line; any ``\\r`` stays in the text (the normalisation
-    makes it a space). Raises :class:`DataError` naming the file and line for
-    bytes that are not UTF-8, or naming the file if it cannot be read.
+    Only ``\\n`` ends a line; any other ``\\r`` stays in the text. Bytes that are not UTF-8
+    raise :class:`DataError` naming the file and line, or, given ``on_invalid``, are
+    passed to ``on_invalid(line number, message)`` and read as U+FFFD. A file that cannot
+    be read raises :class:`DataError` naming it.
     """
     name = name or ("<stdin>" if path == "-" else str(path))
     try:
@@ -78,12 +90,23 @@ def iter_lines(path, name=None) -> Iterator[Tuple[int, str]]:
         for lineno, raw in enumerate(f, 1):  # binary files split at b"\n" only
             if raw.endswith(b"\n"):
                 raw = raw[:-1]
+            if raw.endswith(b"\r"):  # \r\n, or a last line ending in \r: fairseq's line end too
+                raw = raw[:-1]
             try:
-                yield lineno, raw.decode("utf-8")
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise DataError(
-                    f"{name}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start + 1})"
-                ) from e
+                message = f"not valid UTF-8 ({e.reason} at byte {e.start + 1})"
+                if on_invalid is None:
+                    raise DataError(f"{name}:{lineno}: {message}") from e
+                on_invalid(lineno, message)
+                text = raw.decode("utf-8", errors="replace")
+            yield lineno, text
+
+
+def read_lines(path) -> List[str]:
+    """Every line of ``path`` as :func:`iter_lines` reads it; :class:`DataError` naming the
+    file (and line) when it cannot be read or is not UTF-8."""
+    return [text for _, text in iter_lines(path)]
 
 
 def count_lines(path) -> int:
@@ -137,9 +160,9 @@ def normalize_file(input, output, quiet=False):
             norm = normalize_line(line)
             if norm != line:
                 changed["lines"] += 1
-                changed["control characters"] += len(_CONTROL.findall(line))
+                changed["control characters"] += len(CONTROL.findall(line))
                 changed["format characters"] += len(_FORMAT.findall(line))
-                stripped = _FORMAT.sub("", _CONTROL.sub(" ", line))
+                stripped = _FORMAT.sub("", CONTROL.sub(" ", line))
                 changed["lines changed by NFKC"] += unicodedata.normalize("NFKC", stripped) != stripped
                 changed["lines respaced"] += " ".join(stripped.split()) != stripped
             out.write(norm + "\n")
@@ -161,7 +184,7 @@ def file_pairs(parser, args):
 
 
 def normalize_main(argv=None):
-    """Command line of scripts/normalize_text.py."""
+    """Command line of scripts/data/normalize_text.py."""
     import argparse
     import textwrap
 
@@ -172,8 +195,8 @@ def normalize_main(argv=None):
             + " ".join(normalize_line.__doc__.split("\n\n")[1].split()), 79),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Examples:\n"
-               "  python scripts/normalize_text.py -i raw/train.ja -o train.ja\n"
-               "  python scripts/normalize_text.py -i raw/train.en raw/train.ja -o train.en train.ja\n"
+               "  python scripts/data/normalize_text.py -i raw/train.ja -o train.ja\n"
+               "  python scripts/data/normalize_text.py -i raw/train.en raw/train.ja -o train.en train.ja\n"
                "Output lines match input lines one for one (only \\n ends a line); prints\n"
                "how many lines changed and why.",
     )
