@@ -26,7 +26,7 @@ def data_bin(tmp_path_factory):
     from tests.helpers import REPO, bin_path, run
 
     root = tmp_path_factory.mktemp("numbers")
-    run([sys.executable, str(REPO / "scripts" / "make_number_corpus.py"), "--out", str(root / "raw"),
+    run([sys.executable, str(REPO / "scripts" / "data" / "make_number_corpus.py"), "--out", str(root / "raw"),
          "--train", "400", "--valid", "40", "--test", "12", "--seed", "3"])
     run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(root / "raw/train"),
          "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),

@@ -1,8 +1,7 @@
-"""Word alignments: AER (scripts/aer.py), forced alignment (scripts/force_align.py),
+"""Word alignments: AER (scripts/eval/aer.py), forced alignment (scripts/eval/force_align.py),
 footnote 14's reading of the attention rows, subword folding."""
 import random
 import runpy
-import subprocess
 import sys
 
 import pytest
@@ -24,7 +23,7 @@ KFTT = SHARED_DATA / "kftt_gold_align_ja_en"
 
 def script(name):
     """A script's main(argv), to run it in this process (its if __name__ block is skipped)."""
-    return runpy.run_path(str(REPO / "scripts" / f"{name}.py"), run_name=f"script_{name}")["main"]
+    return runpy.run_path(str(REPO / "scripts" / "eval" / f"{name}.py"), run_name=f"script_{name}")["main"]
 
 
 def test_aer_agrees_with_nltk_on_random_link_sets():
@@ -101,12 +100,11 @@ def test_kftt_gold_against_itself_and_the_diagonal_against_itself(tmp_path, caps
         "AER = 0.0000  (precision 1.0000, recall 1.0000; 582 sentences, |A| = 13562, |S| = 13562, |P| = 13562; "
         "gold 1-indexed (no position 0 in it), test 1-indexed (no position 0 in it), the gold's order)\n")
     diagonal = tmp_path / "diagonal.align"
-    with open(diagonal, "w", encoding="utf-8") as f:
-        proc = subprocess.run([sys.executable, str(REPO / "scripts" / "diagonal_align.py"), "--source",
-                               str(KFTT / "jaen.ja"), "--target", str(KFTT / "jaen.en")], stdout=f,
-                              stderr=subprocess.PIPE, text=True, check=True)
+    script("diagonal_align")(["--source", str(KFTT / "jaen.ja"), "--target", str(KFTT / "jaen.en")])
+    printed = capsys.readouterr()
+    diagonal.write_text(printed.out, encoding="utf-8")
     n_links = sum(len(line.split()) for line in diagonal.read_text(encoding="utf-8").splitlines())
-    assert proc.stderr == (f"diagonal_align.py: 582 sentences, {n_links} links: 0-indexed i-j, i the source word "
+    assert printed.err == (f"diagonal_align.py: 582 sentences, {n_links} links: 0-indexed i-j, i the source word "
                            f"({KFTT / 'jaen.ja'}), j the target word ({KFTT / 'jaen.en'}), target word j -> source "
                            "word floor((j + 0.5) S / T)\n")
     texts = ["--first-text", str(KFTT / "jaen.ja"), "--second-text", str(KFTT / "jaen.en")]
@@ -216,7 +214,7 @@ def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, pap
     (tmp_path / "src").write_text("\n".join(src) + "\n", encoding="utf-8")
     (tmp_path / "tgt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
     ckpt = str(diagonal_model / "crafted.pt")
-    proc = run([sys.executable, str(REPO / "scripts" / "force_align.py"), str(diagonal_model / "bin"),
+    proc = run([sys.executable, str(REPO / "scripts" / "eval" / "force_align.py"), str(diagonal_model / "bin"),
                 "--path", f"{ckpt}:{ckpt}", "--source", str(tmp_path / "src"), "--target", str(tmp_path / "tgt"),
                 *(["--paper-convention"] if paper_convention else []), "--batch-size", "2"])
     lines = proc.stdout.split("\n")[:-1]

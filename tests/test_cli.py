@@ -282,7 +282,7 @@ def test_attention_tools_refuse_a_model_without_attention_in_one_line(data_bin, 
     ckpt = trained(data_bin, "luong_base")
     raw = data_bin / "raw"
     extra = ["--lines", "1", "--out-dir", str(tmp_path)] if script == "plot_attention" else []
-    err = error_line([sys.executable, str(REPO / "scripts" / f"{script}.py"), str(data_bin / "bin"), "--path", str(ckpt),
+    err = error_line([sys.executable, str(REPO / "scripts" / "eval" / f"{script}.py"), str(data_bin / "bin"), "--path", str(ckpt),
                       "--source", str(raw / "test.en"), "--target", str(raw / "test.de"), *extra])
     assert err == (f"{script}.py: error: {ckpt}: the model has no attention (luong_base, --no-attention; fairseq's "
                    "lstm with --decoder-attention 0), so it gives no alignments or attention maps: use a model "

@@ -1,5 +1,11 @@
-"""scripts/check_parallel.py reads lines as fairseq-preprocess does and names every problem by file
-and line; scripts/report_translations.py scores against the raw reference; run.sh checks its options."""
+"""scripts/data/check_parallel.py reads lines as fairseq-preprocess does and names every problem by file
+and line; scripts/eval/report_translations.py scores against the raw reference; run.sh checks its options.
+
+The scripts run in this process (their main()), except where a test is about the command itself
+(exit status, the paths run.sh calls them by): each new process would import fairseq again."""
+import contextlib
+import io
+import runpy
 import subprocess
 import sys
 
@@ -7,7 +13,22 @@ import pytest
 
 from tests.helpers import REPO
 
-CHECK = [sys.executable, str(REPO / "scripts" / "check_parallel.py"), "-s", "en", "-t", "de"]
+CHECK = [sys.executable, str(REPO / "scripts" / "check_parallel.py"), "-s", "en", "-t", "de"]  # run.sh's path
+REPORT = [sys.executable, str(REPO / "scripts" / "report_translations.py")]  # run.sh's path
+
+
+def in_process(script, argv):
+    """(exit status, stdout, stderr) of scripts/SCRIPT.py's main(argv), run in this process."""
+    main = runpy.run_path(str(REPO / "scripts" / script), run_name=f"script_{script}")["main"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv) or 0
+        except SystemExit as exit:  # argparse's errors, the scripts' "error: ..."
+            code = exit.code if isinstance(exit.code, int) else 1
+            if not isinstance(exit.code, int) and exit.code is not None:
+                print(exit.code, file=sys.stderr)
+    return code, out.getvalue(), err.getvalue()
 
 
 def write(path, text):
@@ -21,8 +42,12 @@ def pair(tmp_path, name, en, de):
 
 
 def check(*args):
-    proc = subprocess.run([*CHECK, *args], capture_output=True, text=True)
-    return proc.returncode, proc.stderr
+    code, _, err = in_process("data/check_parallel.py", ["-s", "en", "-t", "de", *args])
+    return code, err
+
+
+def report(*args):
+    return in_process("eval/report_translations.py", list(args))
 
 
 def test_lone_carriage_return_is_reported_where_fairseq_would_split(tmp_path):
@@ -31,7 +56,8 @@ def test_lone_carriage_return_is_reported_where_fairseq_would_split(tmp_path):
     prefix = pair(tmp_path, "t", "one\ntw\ro\nthree\nfour\n", "eins\nzwei\ndr\rei\nvier\n")
     with open(f"{prefix}.en", encoding="utf-8") as f:  # text mode, as fairseq's Binarizer
         assert len(f.readlines()) == 5
-    code, err = check(prefix)
+    proc = subprocess.run([*CHECK, prefix], capture_output=True, text=True)  # the command run.sh runs
+    code, err = proc.returncode, proc.stderr
     assert code == 1
     assert f"error: {prefix}.en:2: carriage return (\\r) inside the line" in err
     assert f"error: {prefix}.de:3: carriage return (\\r) inside the line" in err
@@ -119,17 +145,17 @@ def test_bleu_uses_the_raw_reference_not_fairseqs_unk_lines(tmp_path):
     fairseq_t = ["das <<unk>> schläft", "zwei hunde laufen <<unk>>", "ein haus"]
     write(tmp_path / "gen.out", generate_output(fairseq_t, raw))
     write(tmp_path / "ref.de", "\n".join(raw) + "\n")
-    report = [sys.executable, str(REPO / "scripts" / "report_translations.py"), str(tmp_path / "gen.out")]
-    proc = subprocess.run([*report, "--ref", str(tmp_path / "ref.de")], capture_output=True, text=True)
+    proc = subprocess.run([*REPORT, str(tmp_path / "gen.out"), "--ref", str(tmp_path / "ref.de")],
+                          capture_output=True, text=True)  # the command run.sh runs
     assert proc.returncode == 0, proc.stderr
     assert "sacreBLEU = 100.00" in proc.stdout and "hyp_len = 9 ref_len = 9" in proc.stdout
     assert "exact matches: 3/3" in proc.stdout and "2 of 3 T- lines hold <unk>" in proc.stdout
     write(tmp_path / "short.de", "\n".join(raw[:2]) + "\n")
-    proc = subprocess.run([*report, "--ref", str(tmp_path / "short.de")], capture_output=True, text=True)
-    assert proc.returncode == 1 and "has only 2 lines" in proc.stderr
+    code, _, err = report(str(tmp_path / "gen.out"), "--ref", str(tmp_path / "short.de"))
+    assert code == 1 and "has only 2 lines" in err
     write(tmp_path / "long.de", "\n".join(raw + ["one more"]) + "\n")
-    proc = subprocess.run([*report, "--ref", str(tmp_path / "long.de")], capture_output=True, text=True)
-    assert proc.returncode == 1 and f"{tmp_path / 'long.de'}:4: no translation of this line" in proc.stderr
+    code, _, err = report(str(tmp_path / "gen.out"), "--ref", str(tmp_path / "long.de"))
+    assert code == 1 and f"{tmp_path / 'long.de'}:4: no translation of this line" in err
 
 
 def test_report_scores_the_detokenised_d_lines_and_says_so(tmp_path):
@@ -146,18 +172,16 @@ def test_report_scores_the_detokenised_d_lines_and_says_so(tmp_path):
         lines += [f"S-{i}\tsource {i}", f"T-{i}\t{tok}", f"H-{i}\t-0.5\t{tok}", f"D-{i}\t-0.5\t{detok}"]
     write(tmp_path / "gen.out", "\n".join(lines) + "\n")
     write(tmp_path / "ref.de", "\n".join(raw) + "\n")
-    report = [sys.executable, str(REPO / "scripts" / "report_translations.py"), str(tmp_path / "gen.out"),
-              "--ref", str(tmp_path / "ref.de")]
-    proc = subprocess.run(report, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    first = proc.stdout.splitlines()[0]
-    assert first.startswith("sacreBLEU = 100.00  (BLEU = 100.00 ") and "exact matches: 2/2" in proc.stdout
+    code, out, err = report(str(tmp_path / "gen.out"), "--ref", str(tmp_path / "ref.de"))
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("sacreBLEU = 100.00  (BLEU = 100.00 ") and "exact matches: 2/2" in out
     assert first.endswith(f"[D- lines (detokenised) of {tmp_path / 'gen.out'} against {tmp_path / 'ref.de'} as it "
                           f"is; nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}]")
     # output without D- lines: the H- lines, said so
     write(tmp_path / "h.out", "\n".join(line for line in lines if not line.startswith("D-")) + "\n")
-    proc = subprocess.run(report[:2] + [str(tmp_path / "h.out")] + report[3:], capture_output=True, text=True)
-    first = proc.stdout.splitlines()[0]
+    code, out, err = report(str(tmp_path / "h.out"), "--ref", str(tmp_path / "ref.de"))
+    first = out.splitlines()[0]
     assert not first.startswith("sacreBLEU = 100.00") and "[H- lines (no D- lines in it) of" in first
 
 

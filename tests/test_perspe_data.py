@@ -15,7 +15,7 @@ from fairseq_luong.data.japanese_chunker import main as chunk_main
 from fairseq_luong.data.text import iter_lines, normalize_line, normalize_main
 from tests.helpers import ODD_LINES, REPO
 
-SCRIPTS = REPO / "scripts"
+SCRIPTS = REPO / "scripts" / "data"
 
 # Expected phrases written by hand (bunsetsu as a Japanese grammar book would cut them).
 SENTENCES = {

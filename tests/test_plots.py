@@ -25,7 +25,7 @@ JSON_LOG = """\
 
 
 def script(name):
-    return runpy.run_path(str(REPO / "scripts" / f"{name}.py"), run_name=f"script_{name}")
+    return runpy.run_path(str(REPO / "scripts" / "eval" / f"{name}.py"), run_name=f"script_{name}")
 
 
 def assert_png(path):

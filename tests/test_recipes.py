@@ -214,7 +214,7 @@ def test_average_checkpoints(multi30k):
     ckpts = sorted((work / "systems" / "luong_localp" / "checkpoints").glob("checkpoint_*_*.pt"))
     assert len(ckpts) == 2  # updates 2 and 4
     out = work / "avg.pt"
-    subprocess.run([sys.executable, str(REPO / "scripts" / "average_checkpoints.py"),
+    subprocess.run([sys.executable, str(REPO / "scripts" / "train" / "average_checkpoints.py"),
                     "--inputs", *map(str, ckpts), "--output", str(out)], check=True,
                    capture_output=True)
     states = [torch.load(p, weights_only=True)["model"] for p in ckpts]
@@ -305,7 +305,7 @@ def gold_from_model(data, work, out):
     """Gold links in the RWTH layout (German first, 1-based) that are the model's own
     forced alignment (footnote 14 rows): its AER against them is 0."""
     links = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "force_align.py"), str(work / "data-bin"), "--path",
+        [sys.executable, str(REPO / "scripts" / "eval" / "force_align.py"), str(work / "data-bin"), "--path",
          str(work / "systems" / "localp_general_feed" / "model.pt"), "-s", "en", "-t", "de",
          "--source", str(data / "newstest2014.en"), "--target", str(data / "newstest2014.de"),
          "--paper-convention"], capture_output=True, text=True, check=True).stdout.splitlines()

@@ -129,7 +129,7 @@ average_last() {
   (( ${final:-0} > newest )) && states+=("$dir/checkpoints/checkpoint_last.pt")
   if (( n > 1 && ${#states[@]} > 1 )); then
     (( n > ${#states[@]} )) && n=${#states[@]}
-    python "$REPO/scripts/average_checkpoints.py" --inputs "${states[@]: -$n}" --output "$dir/model.pt"
+    python "$REPO/scripts/train/average_checkpoints.py" --inputs "${states[@]: -$n}" --output "$dir/model.pt"
   else
     cp "$dir/checkpoints/checkpoint_last.pt" "$dir/model.pt"
   fi

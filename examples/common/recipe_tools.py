@@ -25,6 +25,9 @@
                            training, valid ppl and test BLEU of the final model), markdown
 """
 import argparse
+import importlib
+import importlib.util
+import itertools
 import json
 import os
 import re
@@ -33,50 +36,24 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def log_fields(line):
-    """(tag, {key: value}) of a fairseq ``--log-format simple`` stats line, or (None, {}).
-
-    ``... | INFO | valid | epoch 003 | valid on 'valid' subset | loss 4.1 | ppl 9.7 | num_updates 900``
-    ``... | INFO | train_inner | epoch 004:    175 / 275 loss=6.177, ppl=33.81, ..., wall=475``
-    (train_inner lines also get ``step`` and ``steps``: 175 and 275 here)
-    """
-    parts = [p.strip() for p in line.rstrip("\n").split(" | ")]
-    if len(parts) < 4 or parts[1] != "INFO" or parts[2] not in ("train", "valid", "train_inner"):
-        return None, {}
-    fields = {}
-    if parts[2] == "train_inner":
-        head, _, rest = " | ".join(parts[3:]).partition(":")  # "epoch 004", "  175 / 275 loss=..."
-        words = rest.split(None, 3)
-        if not head.startswith("epoch ") or len(words) < 4 or words[1] != "/":
-            return None, {}
-        fields = {"epoch": head.split()[1], "step": words[0], "steps": words[2]}
-        for item in words[3].split(", "):
-            key, _, value = item.partition("=")
-            fields[key.strip()] = value.strip()
-        return parts[2], fields
-    for part in parts[3:]:
-        key, _, value = part.partition(" ")
-        fields[key] = value.strip()
-    return parts[2], fields
-
-
-def training_log():
-    """fairseq_luong/analysis/training_log.py, the reader of fairseq-train logs, loaded from
-    its file alone: it needs nothing else of the package, whose import loads torch and
-    fairseq (seconds that every table and curve would wait for)."""
-    import importlib.util
-
-    path = os.path.join(REPO, "fairseq_luong", "analysis", "training_log.py")
-    spec = importlib.util.spec_from_file_location("fairseq_luong_training_log", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def package_module(name):
+    """fairseq_luong.NAME ("analysis.training_log"), without running fairseq_luong/__init__.py:
+    that registers the plugin with fairseq, importing torch and fairseq (seconds that every
+    recipe step would wait for), and the readers used here need neither. The package is
+    entered in sys.modules unexecuted, with its folder as its path, so its modules and
+    their relative imports load as usual; this process never registers the plugin."""
+    if "fairseq_luong" not in sys.modules:
+        folder = os.path.join(REPO, "fairseq_luong")
+        spec = importlib.util.spec_from_file_location("fairseq_luong", os.path.join(folder, "__init__.py"),
+                                                      submodule_search_locations=[folder])
+        sys.modules["fairseq_luong"] = importlib.util.module_from_spec(spec)
+    return importlib.import_module(f"fairseq_luong.{name}")
 
 
 def read_curve(path):
     """[(updates, wall_s, epoch, valid_loss, valid_ppl)] for each validation in a log;
     the wall clock interpolated between fairseq's train lines (valid lines carry none)."""
-    tl = training_log()
+    tl = package_module("analysis.training_log")
     try:
         log = tl.read_training_log(path)
     except ValueError as err:
@@ -90,18 +67,36 @@ def read_curve(path):
     return curve
 
 
+def text_lines(path):
+    """The lines of a text file ('-': stdin) as the package reads them: only \\n ends a line."""
+    text = package_module("data.text")
+    try:
+        for _, line in text.iter_lines(path):
+            yield line
+    except text.DataError as err:
+        raise SystemExit(f"error: {err}")
+
+
+def log_lines(path):
+    """The statistics lines (``training_log.LogLine``) of a fairseq-train or -validate log."""
+    parse = package_module("analysis.training_log").parse_log_line
+    for line in text_lines(path):
+        parsed = parse(line)
+        if parsed is not None:
+            yield parsed
+
+
 def cmd_progress(args):
     """One line per epoch end and per validation, as the log streams by."""
-    valid = None
-    for line in sys.stdin:
-        tag, f = log_fields(line)
-        msg = None
-        if tag == "valid" and "ppl" in f:
-            valid = f["ppl"]
-            msg = f"valid ppl {valid} after {f.get('num_updates', '?')} updates"
-        elif tag == "train" and "ppl" in f:
+    parse = package_module("analysis.training_log").parse_log_line
+    for line in text_lines("-"):
+        parsed, msg = parse(line), None
+        f = parsed.fields if parsed is not None else {}
+        if parsed is not None and parsed.tag == "valid" and "ppl" in f:
+            msg = f"valid ppl {f['ppl']} after {f.get('num_updates', '?')} updates"
+        elif parsed is not None and parsed.tag == "train" and "ppl" in f:
             minutes = float(f.get("wall", 0)) / 60
-            msg = (f"epoch {int(f['epoch'])} done: {f.get('num_updates', '?')} updates, "
+            msg = (f"epoch {int(parsed.epoch)} done: {f.get('num_updates', '?')} updates, "
                    f"train ppl {f['ppl']}, {minutes:.1f} min")
         elif "Stopping training due to" in line:  # "... due to num_updates: 5 >= max_update: 5"
             msg = "stopping: " + line.split("Stopping training due to", 1)[1].strip().replace(":", "")
@@ -119,29 +114,22 @@ def cmd_curve(args):
 
 def cmd_valid_json(args):
     last = None
-    with open(args.log, encoding="utf-8") as f:
-        for line in f:
-            tag, fields = log_fields(line)
-            if tag == "valid" and "ppl" in fields:
-                last = fields
+    for parsed in log_lines(args.log):
+        if parsed.tag == "valid" and "ppl" in parsed.fields:
+            last = parsed.fields
     if last is None:
         raise SystemExit(f"error: {args.log}: no validation line (| valid | ... | ppl ...)")
     print(json.dumps({"loss": float(last["loss"]), "ppl": float(last["ppl"])}))
 
 
 def cmd_hyps(args):
-    with open(args.ref, encoding="utf-8") as f:
-        n_ref = sum(1 for _ in f)
-    hyps = {}
-    with open(args.generate_out, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.startswith("H-"):
-                continue
-            tag, _, rest = line.rstrip("\n").partition("\t")
-            fields = rest.split("\t")
-            if not tag[2:].isdigit() or len(fields) < 1:
-                raise SystemExit(f"error: {args.generate_out}:{lineno}: malformed H- line")
-            hyps.setdefault(int(tag[2:]), fields[1] if len(fields) > 1 else "")
+    n_ref = sum(1 for _ in text_lines(args.ref))
+    reader = package_module("analysis.generate_output")
+    try:
+        translations = reader.read_generate_output(args.generate_out)
+    except reader.GenerateOutputError as err:
+        raise SystemExit(f"error: {err}")
+    hyps = {i: t.hypothesis for i, t in translations.items() if t.hypothesis is not None}
     missing = [i for i in range(n_ref) if i not in hyps]
     if missing or len(hyps) != n_ref:
         raise SystemExit(
@@ -152,19 +140,18 @@ def cmd_hyps(args):
 
 
 def cmd_filter_length(args):
-    kept = total = lineno = 0
-    with open(args.src, encoding="utf-8") as fs, open(args.tgt, encoding="utf-8") as ft, \
-            open(f"{args.out_prefix}.{args.src_lang}", "w", encoding="utf-8") as os_, \
-            open(f"{args.out_prefix}.{args.tgt_lang}", "w", encoding="utf-8") as ot:
-        for lineno, (s, t) in enumerate(zip(fs, ft), 1):
+    kept = total = 0
+    with open(f"{args.out_prefix}.{args.src_lang}", "w", encoding="utf-8", newline="\n") as os_, \
+            open(f"{args.out_prefix}.{args.tgt_lang}", "w", encoding="utf-8", newline="\n") as ot:
+        for s, t in itertools.zip_longest(text_lines(args.src), text_lines(args.tgt)):
+            if s is None or t is None:
+                raise SystemExit(f"error: {args.src} and {args.tgt} differ in line count "
+                                 f"(one ends after line {total})")
             total += 1
             if 0 < len(s.split()) <= args.max_words and 0 < len(t.split()) <= args.max_words:
-                os_.write(s)
-                ot.write(t)
+                os_.write(s + "\n")
+                ot.write(t + "\n")
                 kept += 1
-        if fs.readline() or ft.readline():
-            raise SystemExit(f"error: {args.src} and {args.tgt} differ in line count "
-                             f"(one ends after line {lineno})")
     print(f"kept {kept} of {total} pairs with 1..{args.max_words} words on both sides",
           file=sys.stderr)
 
@@ -174,8 +161,8 @@ SPECIALS = {"<unk>", "<s>", "</s>", "<pad>"}
 
 def cmd_vocab_to_dict(args):
     seen = set()
-    with open(args.vocab, encoding="utf-8") as f, open(args.dict, "w", encoding="utf-8") as out:
-        for lineno, line in enumerate(f, 1):
+    with open(args.dict, "w", encoding="utf-8") as out:
+        for lineno, line in enumerate(text_lines(args.vocab), 1):
             word = line.strip()
             if not word or word in SPECIALS or word in seen:
                 continue
@@ -191,7 +178,7 @@ def cmd_detok(args):
     from sacremoses import MosesDetokenizer
 
     detok = MosesDetokenizer(lang=args.lang)
-    for line in sys.stdin:
+    for line in text_lines("-"):
         line = line.strip().replace(" ##AT##-##AT## ", "-").replace("##AT##-##AT##", "-")
         print(detok.detokenize(line.split(), unescape=True))
 
@@ -201,12 +188,10 @@ PAPER_PAIRS = 4_500_000  # Luong et al. section 4: 4.5M sentence pairs (before t
 
 def cmd_time_epoch(args):
     walls, batches = [], None
-    with open(args.log, encoding="utf-8") as f:
-        for line in f:
-            tag, fields = log_fields(line)
-            if tag == "train_inner" and "wall" in fields:
-                walls.append(float(fields["wall"]))
-                batches = int(fields["steps"])
+    for parsed in log_lines(args.log):
+        if parsed.tag == "train_inner" and "wall" in parsed.fields:
+            walls.append(float(parsed.fields["wall"]))
+            batches = int(parsed.fields["steps"])
     if len(walls) < 2:
         raise SystemExit(f"error: {args.log}: fewer than 2 updates logged (--log-interval 1)")
     per_update = (walls[-1] - walls[0]) / (len(walls) - 1)
@@ -224,7 +209,7 @@ def system_row(work, name):
     best valid ppl while training, valid ppl of the final model, test BLEU (None when missing)."""
     d = os.path.join(work, "systems", name)
     row = dict.fromkeys(("params", "epochs", "updates", "wall", "best_ppl", "ppl", "bleu"))
-    log_path, tl = os.path.join(d, "train.log"), training_log()
+    log_path, tl = os.path.join(d, "train.log"), package_module("analysis.training_log")
     try:
         log = tl.read_training_log(log_path) if os.path.exists(log_path) else None
     except ValueError as err:  # e.g. a training that failed before its first update

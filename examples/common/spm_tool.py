@@ -11,21 +11,17 @@ a joint vocabulary for all of them, as Oka et al. 2022 and Multi30k's recipe use
 and says how many pieces it has: fewer than --vocab-size when the text holds no
 more (SentencePiece's hard_vocab_limit=False).
 --normalization-rule-name identity keeps the text as it is, for text normalised
-beforehand (examples/perspe: scripts/normalize_text.py), so that the pieces spell
+beforehand (examples/perspe: scripts/data/normalize_text.py), so that the pieces spell
 exactly that text. encode writes space-separated pieces, one sentence a line, as
 fairseq-preprocess reads them; decode undoes it (fairseq-generate's hypotheses ->
-raw text). Only "\\n" ends a line (a lone "\\r" inside a line stays in it).
+raw text). Lines are read as everywhere in fairseq_luong (its data/text.py): only "\\n"
+ends a line (a lone "\\r" inside a line stays in it).
 """
 import argparse
 import sys
 
 import sentencepiece as spm
-
-
-def stdin_lines():
-    """Lines of stdin split at b"\\n" only (text mode would also split at a lone \\r)."""
-    for raw in sys.stdin.buffer:
-        yield raw.rstrip(b"\n").decode("utf-8")
+from recipe_tools import text_lines  # beside this file
 
 
 def report_size(model_path, asked):
@@ -77,7 +73,7 @@ def main(argv=None):
         return
     sp = spm.SentencePieceProcessor(model_file=args.model)
     out = sys.stdout
-    for line in stdin_lines():
+    for line in text_lines("-"):
         if args.command == "encode":
             out.write(" ".join(sp.encode(line, out_type=str)) + "\n")
         else:

@@ -99,7 +99,7 @@ prepare() {
   same_or_refuse "$WORK/prepared.options" "$key" "$WORK (prepared data)"
   fresh "$BIN/.done" "$key" && return
   local t0=$SECONDS
-  python "$REPO/scripts/check_parallel.py" --trainpref "$DATA/train" --validpref "$DATA/valid" \
+  python "$REPO/scripts/data/check_parallel.py" --trainpref "$DATA/train" --validpref "$DATA/valid" \
     --testpref "$DATA/test" -s en -t de >&2
   mkdir -p "$WORK/spm"
   say "SentencePiece: one joint unigram model of at most $VOCAB pieces"
@@ -147,7 +147,7 @@ heatmap() {
   local name="$1" dir="$WORK/systems/$1"
   local png="$dir/attention_$HEATMAP_LINE.png" key; key="$(cat "$dir/model.pt.key") line $HEATMAP_LINE beam $BEAM"
   fresh "$png" "$key" && return
-  python "$REPO/scripts/plot_attention.py" "$BIN" --path "$dir/model.pt" --source "$DATA/test.en" \
+  python "$REPO/scripts/eval/plot_attention.py" "$BIN" --path "$dir/model.pt" --source "$DATA/test.en" \
     --lines "$HEATMAP_LINE" --beam "$BEAM" --spm-model "$WORK/spm/joint.model" --out-dir "$dir" \
     > "$dir/attention.log" 2>&1 || { tail -20 "$dir/attention.log" >&2; die "plot_attention.py failed for $name"; }
   stamp "$png" "$key"
@@ -181,13 +181,13 @@ table() {
   python "$TOOLS" table "$WORK" $SYSTEMS | tee "$WORK/results.md"
   if (( ${#translated[@]} )); then
     echo
-    report bleu_by_length.py "$WORK/bleu_by_length" python "$REPO/scripts/bleu_by_length.py" \
+    report bleu_by_length.py "$WORK/bleu_by_length" python "$REPO/scripts/eval/bleu_by_length.py" \
       "${translated[@]}" --source "$DATA/test.en" --reference "$DATA/test.de" \
       --png "$WORK/bleu_by_length.png" --edges 10 15 20 25 30
   fi
   if (( ${#trained[@]} )); then
     echo
-    report plot_curves.py "$WORK/curves" python "$REPO/scripts/plot_curves.py" "${trained[@]}" \
+    report plot_curves.py "$WORK/curves" python "$REPO/scripts/eval/plot_curves.py" "${trained[@]}" \
       --x updates minutes --png "$WORK/curves.png"
   fi
   echo

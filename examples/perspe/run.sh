@@ -139,12 +139,12 @@ prepare() {
   # One normalisation (NFKC, control and format characters, spacing) of both
   # sides before anything else; SentencePiece then runs with its identity rule.
   if [[ ! -f "$WORK/text/.done" ]]; then
-    say "normalising the raw text (scripts/normalize_text.py)"
+    say "normalising the raw text (scripts/data/normalize_text.py)"
     local ins=() outs=()
     for split in train dev test; do for lang in en ja; do
       ins+=("$WORK/raw/$split.$lang"); outs+=("$WORK/text/$split.$lang")
     done; done
-    python "$REPO/scripts/normalize_text.py" -i "${ins[@]}" -o "${outs[@]}"
+    python "$REPO/scripts/data/normalize_text.py" -i "${ins[@]}" -o "${outs[@]}"
     touch "$WORK/text/.done"
   fi
 
@@ -176,7 +176,7 @@ prepare() {
   # only training perturbs; test needs none).
   if [[ ! -f "$WORK/chunks/.done" ]]; then
     say "chunking train.ja and dev.ja (MeCab + nltk)"
-    heavy python "$REPO/scripts/chunk_japanese.py" --workers "$(nproc)" \
+    heavy python "$REPO/scripts/data/chunk_japanese.py" --workers "$(nproc)" \
       --input "$WORK/text/train.ja" "$WORK/text/dev.ja" \
       --output "$WORK/chunks/train.ja" "$WORK/chunks/dev.ja"
     touch "$WORK/chunks/.done"
@@ -185,7 +185,7 @@ prepare() {
     say "projecting the phrases onto the pieces"
     # a line that cannot be projected is named and gets one phrase per piece
     # (token-level offsets); one odd sentence never stops the whole corpus
-    python "$REPO/scripts/project_chunks.py" --spm-model "$WORK/spm/joint.model" \
+    python "$REPO/scripts/data/project_chunks.py" --spm-model "$WORK/spm/joint.model" \
       --on-mismatch token --pieces "$WORK/spm/train.ja" "$WORK/spm/dev.ja" \
       --chunks "$WORK/chunks/train.ja" "$WORK/chunks/dev.ja" \
       --output "$WORK/data-bin/train.en-ja.ja.chunks" "$WORK/data-bin/valid.en-ja.ja.chunks"

@@ -163,7 +163,7 @@ get them from $URL/ (Luong et al.'s preprocessed WMT'14 data)"
   same_or_refuse "$WORK/prepared.options" "$key" "$WORK (prepared data)"
   fresh "$BIN/.done" "$key" && return
   local t0=$SECONDS split
-  python "$REPO/scripts/check_parallel.py" --trainpref "$SRC_DIR/train" \
+  python "$REPO/scripts/data/check_parallel.py" --trainpref "$SRC_DIR/train" \
     --validpref "$SRC_DIR/newstest2013" --testpref "$SRC_DIR/newstest2014,$SRC_DIR/newstest2015" \
     "$SRC_DIR/newstest2012" -s en -t de --control-characters keep >&2
   mkdir -p "$WORK/text"
@@ -304,10 +304,10 @@ align_row() {
   local key="" p; for p in "${paths[@]}"; do key+="$(cat "$p.key") "; done
   key+="gold: $(data_key "$GOLD" "$GOLD_TEXT.en" "$GOLD_TEXT.de") first $GOLD_FIRST"
   if ! fresh "$dir/gold.aer" "$key"; then
-    python "$REPO/scripts/force_align.py" "$BIN" --path "$path" -s en -t de --source "$GOLD_TEXT.en" \
+    python "$REPO/scripts/eval/force_align.py" "$BIN" --path "$path" -s en -t de --source "$GOLD_TEXT.en" \
       --target "$GOLD_TEXT.de" --paper-convention --output "$dir/gold.align" 2> "$dir/gold.align.log" \
       || { tail -5 "$dir/gold.align.log" >&2; die "force_align.py failed for $row ($dir/gold.align.log)"; }
-    python "$REPO/scripts/aer.py" "$GOLD" "$dir/gold.align" "${swap[@]+"${swap[@]}"}" --first-text "$first" \
+    python "$REPO/scripts/eval/aer.py" "$GOLD" "$dir/gold.align" "${swap[@]+"${swap[@]}"}" --first-text "$first" \
       --second-text "$second" > "$dir/gold.aer.part" 2> "$dir/gold.aer.log" \
       || { tail -5 "$dir/gold.aer.log" >&2; rm -f "$dir/gold.aer" "$dir/gold.aer.part"; die "aer.py failed for $row ($dir/gold.aer.log)"; }
     mv "$dir/gold.aer.part" "$dir/gold.aer"
@@ -358,7 +358,7 @@ table() {
   say "results: $WORK/results.md"
   (( ${#systems[@]} )) || return 0
   echo
-  report bleu_by_length.py "$WORK/bleu_by_length" python "$REPO/scripts/bleu_by_length.py" "${systems[@]}" \
+  report bleu_by_length.py "$WORK/bleu_by_length" python "$REPO/scripts/eval/bleu_by_length.py" "${systems[@]}" \
     --source "$SRC_DIR/newstest2014.en" --reference "$SRC_DIR/newstest2014.de" --tokenize none \
     --png "$WORK/bleu_by_length.png"
   say "BLEU by source length: $WORK/bleu_by_length.md, $WORK/bleu_by_length.png"

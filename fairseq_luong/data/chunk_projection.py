@@ -13,7 +13,7 @@ whitespace ignored.
 Output: PREFIX.bin and PREFIX.idx, a fairseq mmap dataset with one row of ids
 per sentence, named as ``--task translation_chunks`` expects:
 ``DATA-BIN/{split}.{src}-{tgt}.{tgt}.chunks``.
-Command line: ``scripts/project_chunks.py`` (:func:`main`).
+Command line: ``scripts/data/project_chunks.py`` (:func:`main`).
 """
 import itertools
 import sys
@@ -144,7 +144,7 @@ def project_files(pieces_path, chunks_path, normalize=nfkc, on_mismatch="stop",
             f"{len(bad)} line(s) of {pieces_path} do not spell the same text as their "
             f"phrases in {chunks_path} (lines {', '.join(map(str, bad[:10]))}"
             f"{', ...' if len(bad) > 10 else ''}). Make both from the same normalised text "
-            f"(scripts/normalize_text.py) and pass --spm-model, or --on-mismatch token to "
+            f"(scripts/data/normalize_text.py) and pass --spm-model, or --on-mismatch token to "
             f"give those sentences one phrase per piece"
         )
     return rows, stats
@@ -178,7 +178,7 @@ def spm_normalizer(model_path):
 
 
 def main(argv=None):
-    """Command line of scripts/project_chunks.py."""
+    """Command line of scripts/data/project_chunks.py."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -187,9 +187,9 @@ def main(argv=None):
                     "ids for fairseq (--task translation_chunks).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Examples:\n"
-               "  python scripts/project_chunks.py --pieces train.spm.ja --chunks train.chunks.ja \\\n"
+               "  python scripts/data/project_chunks.py --pieces train.spm.ja --chunks train.chunks.ja \\\n"
                "      --spm-model spm.model --output data-bin/train.en-ja.ja.chunks\n"
-               "  python scripts/project_chunks.py --pieces train.spm.ja dev.spm.ja \\\n"
+               "  python scripts/data/project_chunks.py --pieces train.spm.ja dev.spm.ja \\\n"
                "      --chunks train.chunks.ja dev.chunks.ja --spm-model spm.model \\\n"
                "      --output data-bin/train.en-ja.ja.chunks data-bin/valid.en-ja.ja.chunks\n"
                "--pieces must be the very file given to fairseq-preprocess. Prints sentences,\n"

@@ -2,7 +2,7 @@
 
 Oka, Tanaka & Nagata (NLP2022) perturb each target phrase's positions by one
 shared offset; the phrases are computed once at preparation time
-(``scripts/chunk_japanese.py`` then ``scripts/project_chunks.py``) and this
+(``scripts/data/chunk_japanese.py`` then ``scripts/data/project_chunks.py``) and this
 task brings them into each batch as ``sample["prev_output_chunks"]``, aligned
 with ``prev_output_tokens`` (:mod:`fairseq_luong.data.target_chunks_dataset`).
 """
@@ -26,7 +26,7 @@ class TranslationChunksConfig(TranslationConfig):
         default="chunks",
         metadata={
             "help": "read target chunk ids from {data}/{split}.{src}-{tgt}.{tgt}.NAME.{bin,idx} "
-            "(written by scripts/project_chunks.py); a split without that file "
+            "(written by scripts/data/project_chunks.py); a split without that file "
             "loads without chunk ids"
         },
     )

@@ -13,15 +13,14 @@ of each system file were read; a source split into subword pieces gets a warning
 buckets would count pieces).
 
 Example:
-  python scripts/bleu_by_length.py --source test.en --reference test.de \\
+  python scripts/eval/bleu_by_length.py --source test.en --reference test.de \\
       global=gen_global.out localp=gen_localp.out --png bleu_by_length.png
 """
 import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_luong.analysis.text_files import read_lines  # noqa: E402
+from fairseq_luong.analysis.text_files import read_lines
 
 
 def main(argv=None):

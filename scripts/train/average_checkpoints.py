@@ -10,9 +10,9 @@ Checkpoints load through fairseq (torch weights_only=True, the plugin's
 allowlist).
 
 Usage:
-  python scripts/average_checkpoints.py --inputs ckpt/checkpoint3.pt ckpt/checkpoint4.pt --output avg.pt
-  python scripts/average_checkpoints.py --inputs ckpt --num-update-checkpoints 5 --output avg.pt
-  python scripts/average_checkpoints.py --inputs ckpt --num-epoch-checkpoints 5 --output avg.pt
+  python scripts/train/average_checkpoints.py --inputs ckpt/checkpoint3.pt ckpt/checkpoint4.pt --output avg.pt
+  python scripts/train/average_checkpoints.py --inputs ckpt --num-update-checkpoints 5 --output avg.pt
+  python scripts/train/average_checkpoints.py --inputs ckpt --num-epoch-checkpoints 5 --output avg.pt
 """
 import argparse
 import os

@@ -10,14 +10,10 @@ is interpolated between the training lines around it. Prints each run's best val
 perplexity.
 
 Example:
-  python scripts/plot_curves.py global=train_global.log localp=train_localp.log \\
+  python scripts/eval/plot_curves.py global=train_global.log localp=train_localp.log \\
       --x updates minutes --train-loss --png curves.png
 """
 import argparse
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(argv=None):

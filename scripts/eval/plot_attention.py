@@ -15,17 +15,15 @@ Sentences are chosen by their line numbers (1-based) in ``--source``. Tokens are
 model's: with ``--spm-model`` the words are encoded into pieces and the pieces drawn.
 
 Example:
-  python scripts/plot_attention.py data-bin --path ckpt_localp/checkpoint_best.pt \\
+  python scripts/eval/plot_attention.py data-bin --path ckpt_localp/checkpoint_best.pt \\
       --source test.en --target test.de --lines 1 7 42 --out-dir attention/
 """
 import argparse
 import contextlib
 import math
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_luong.analysis.text_files import add_model_arguments, read_lines  # noqa: E402
+from fairseq_luong.analysis.text_files import add_model_arguments, read_lines
 
 
 def translate(models, task, source, beam):

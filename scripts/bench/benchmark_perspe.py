@@ -11,7 +11,7 @@ range, chrF2, updates and minutes. Finished steps are reused, so a rerun only
 prints the table.
 
 Usage:
-  python scripts/benchmark_perspe.py [--systems spe/spe,spe/perspe] [--seeds 1,2,3] \\
+  python scripts/bench/benchmark_perspe.py [--systems spe/spe,spe/perspe] [--seeds 1,2,3] \\
       [--max-update 2000] [--work runs/perspe/small_parallel_enja]
 
 Training and translation run under `flock --lock` (default
@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "examples" / "perspe" / "run.sh"
 
 # encoder/decoder positions, as in Oka et al. (2022), Tables 1, 3 and 4

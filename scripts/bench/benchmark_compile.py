@@ -12,18 +12,16 @@ on [input; h] and the LSTM cell per layer and step), forward
 * compile layer step: ``torch.compile`` of ``lstm_layer_step`` (GEMM + cell).
 
 Compilation time is excluded (two warm-up runs), so this is the best case for compile.
-Usage: python scripts/benchmark_compile.py [--layers 4 --hidden 1000 --rows 250 --steps 16]
+Usage: python scripts/bench/benchmark_compile.py [--layers 4 --hidden 1000 --rows 250 --steps 16]
 """
 import argparse
 import os
 import statistics
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_luong.modules.luong_decoder import lstm_cell_update, lstm_layer_step  # noqa: E402
+from fairseq_luong.modules.luong_decoder import lstm_cell_update, lstm_layer_step
 
 
 def main(argv=None):

@@ -9,7 +9,7 @@ p = softmax(1/M sum_m z_m)), and prints BLEU, the difference to fairseq's ensemb
 many translations differ from it, and the time taken.
 
 Example:
-  python scripts/benchmark_ensemble.py data-raw --dataset-impl raw \\
+  python scripts/bench/benchmark_ensemble.py data-raw --dataset-impl raw \\
       --path ck_a/checkpoint_best.pt:ck_b/checkpoint_best.pt --reference test.de --lowercase
 """
 import argparse
@@ -17,8 +17,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_luong.analysis.text_files import read_lines  # noqa: E402
+from fairseq_luong.analysis.text_files import read_lines
 
 
 def translate(generator, task, subset, batch_size, post_process, progress_name):

@@ -28,17 +28,14 @@ error naming the option), and TEST links that fit their sentences only with the 
 the other way round are an error naming --swap-test.
 
 Example (KFTT, a ja->en model aligned by force_align.py):
-  python scripts/aer.py ../shared/data/kftt_gold_align_ja_en/jaen.gold kftt.align \\
+  python scripts/eval/aer.py ../shared/data/kftt_gold_align_ja_en/jaen.gold kftt.align \\
       --first-text ../shared/data/kftt_gold_align_ja_en/jaen.ja \\
       --second-text ../shared/data/kftt_gold_align_ja_en/jaen.en --drop-out-of-range-gold
 """
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from fairseq_luong.analysis.alignment import (  # noqa: E402
+from fairseq_luong.analysis.alignment import (
     AlignmentError,
     Links,
     aer_counts,
@@ -46,14 +43,13 @@ from fairseq_luong.analysis.alignment import (  # noqa: E402
     read_link_file,
     read_links,
 )
+from fairseq_luong.analysis.text_files import read_lines
+from fairseq_luong.data.text import DataError
 
 
-def read_text(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [len(line.split()) for line in f]
-    except (OSError, UnicodeDecodeError) as err:
-        raise SystemExit(f"error: {path}: {err}")
+def sentence_lengths(path):
+    """Words per line of ``path``."""
+    return [len(line.split()) for line in read_lines(path)]
 
 
 def outside(sentences, first, second):
@@ -128,9 +124,7 @@ def main(argv=None):
     try:
         gold = read_link_file(args.gold, args.gold_index, False, "--gold-index")
         test = read_link_file(args.test, args.test_index, args.swap_test, "--test-index")
-    except AlignmentError as err:
-        raise SystemExit(f"error: {err}")
-    except (OSError, UnicodeDecodeError) as err:
+    except (AlignmentError, DataError) as err:
         raise SystemExit(f"error: {err}")
     if len(gold.sentences) != len(test.sentences):
         raise SystemExit(f"error: {args.gold} has {len(gold.sentences)} lines but {args.test} has {len(test.sentences)}")
@@ -138,7 +132,7 @@ def main(argv=None):
         raise SystemExit("error: give both --first-text and --second-text (or neither)")
     gold_links, dropped = gold.sentences, 0
     if args.first_text:
-        first, second = read_text(args.first_text), read_text(args.second_text)
+        first, second = sentence_lengths(args.first_text), sentence_lengths(args.second_text)
         for path, lengths in ((args.first_text, first), (args.second_text, second)):
             if len(lengths) != len(gold.sentences):
                 raise SystemExit(f"error: {path} has {len(lengths)} lines but {args.gold} has {len(gold.sentences)}")

@@ -7,12 +7,14 @@ links ``i-j`` (source-target), and a line on stderr saying so. An AER baseline t
 knows only the sentence lengths.
 
 Example:
-  python scripts/diagonal_align.py --source jaen.ja --target jaen.en > diagonal.align
-  python scripts/aer.py jaen.gold diagonal.align --first-text jaen.ja --second-text jaen.en \\
+  python scripts/eval/diagonal_align.py --source jaen.ja --target jaen.en > diagonal.align
+  python scripts/eval/aer.py jaen.gold diagonal.align --first-text jaen.ja --second-text jaen.en \\
       --drop-out-of-range-gold
 """
 import argparse
 import sys
+
+from fairseq_luong.analysis.text_files import read_lines
 
 
 def diagonal_links(n_source, n_target):
@@ -27,13 +29,8 @@ def main(argv=None):
     parser.add_argument("--source", required=True)
     parser.add_argument("--target", required=True)
     args = parser.parse_args(argv)
-    try:
-        with open(args.source, encoding="utf-8") as f:
-            src = [len(line.split()) for line in f]
-        with open(args.target, encoding="utf-8") as f:
-            tgt = [len(line.split()) for line in f]
-    except (OSError, UnicodeDecodeError) as err:
-        raise SystemExit(f"error: {err}")
+    src = [len(line.split()) for line in read_lines(args.source)]
+    tgt = [len(line.split()) for line in read_lines(args.target)]
     if len(src) != len(tgt):
         raise SystemExit(f"error: {args.source} has {len(src)} lines but {args.target} has {len(tgt)}")
     n_links = 0

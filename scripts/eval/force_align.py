@@ -23,16 +23,15 @@ are folded into words: a source word receives the sum of its pieces' weights, a 
 word the mean of its pieces' rows; links and indices are words.
 
 Example:
-  python scripts/force_align.py data-bin --path ckpt/checkpoint_best.pt \\
+  python scripts/eval/force_align.py data-bin --path ckpt/checkpoint_best.pt \\
       --source test.ja --target test.en -s ja -t en --paper-convention > test.align
-  python scripts/aer.py gold.align test.align
+  python scripts/eval/aer.py gold.align test.align
 """
 import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_luong.analysis.text_files import add_model_arguments, read_lines  # noqa: E402
+from fairseq_luong.analysis.text_files import add_model_arguments, read_lines
 
 
 def main(argv=None):

@@ -19,7 +19,7 @@ Our systems train with ``fused_label_smoothed_cross_entropy`` (the same loss and
 as fairseq's criterion, tested in tests/test_fused_criterion.py and tests/test_cli.py),
 which only makes them faster. Writes the learning curves to --png.
 
-Usage: python scripts/benchmark_init.py [--epochs 3] [--systems lstm luong_global_general ...]
+Usage: python scripts/bench/benchmark_init.py [--epochs 3] [--systems lstm luong_global_general ...]
        [--work DIR] [--png curves.png] [--reuse-logs]
 About 7 minutes per system and 3 epochs on 2 CPU cores at 2 x 256: a benchmark, not a test.
 """
@@ -28,11 +28,9 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchmark_speed import DEFAULT_DATA, REPO, prepare_data  # noqa: E402
+from benchmark_speed import DEFAULT_DATA, REPO, prepare_data
 
-sys.path.insert(0, REPO)
-from fairseq_luong.analysis.training_log import read_training_log  # noqa: E402
+from fairseq_luong.analysis.training_log import read_training_log
 
 SYSTEMS = {
     # name: (arch, extra flags, criterion)

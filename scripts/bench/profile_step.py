@@ -5,17 +5,15 @@ Uses ``benchmark_speed.py``'s data and models (run that once to binarize), group
 profiler's self CPU time into matrix products, the encoder's LSTM kernel, and the rest
 (top operators listed), for one system at one size.
 
-Usage: python scripts/profile_step.py [--system luong_global_general] [--size 2x256]
+Usage: python scripts/bench/profile_step.py [--system luong_global_general] [--size 2x256]
 """
 import argparse
 import os
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchmark_speed as bench  # noqa: E402
+import benchmark_speed as bench
 
 GEMM = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::matmul"}
 
@@ -33,7 +31,7 @@ def main(argv=None):
     arch, extra, criterion = bench.SYSTEMS[args.system]
     bin_dir = os.path.join(args.work, "bin")
     if not os.path.exists(os.path.join(bin_dir, "dict.en.txt")):
-        raise SystemExit(f"error: {bin_dir} not found: run scripts/benchmark_speed.py once first")
+        raise SystemExit(f"error: {bin_dir} not found: run scripts/bench/benchmark_speed.py once first")
     model, crit, opt, samples = bench.setup_training(
         bin_dir, arch, extra + bench.size_flags(args.system, layers, hidden), criterion, 2 + args.updates)
     for sample in samples[:2]:

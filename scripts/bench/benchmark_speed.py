@@ -27,7 +27,7 @@ repetitions, each system's ratio to ``lstm``, and the achieved fraction of this 
 matrix-multiply peak (measured here with a large float32 GEMM; model FLOPs counted
 analytically per target token, training = 3 x forward).
 
-Usage: python scripts/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
+Usage: python scripts/bench/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
        [--before PATH]   # also each of our systems from the checkout at PATH, as NAME@before
 This takes long (about 55 min with the README's options); it is a benchmark, not a test.
 """
@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/bench/..
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "multi30k_en_de")
 
 FAIRSEQ_LOSS = "label_smoothed_cross_entropy"
@@ -58,7 +58,7 @@ SYSTEMS = {
     # a one-layer bidirectional encoder, one decoder layer, attention and input feeding
     "lstm_bi1": ("lstm", ["--decoder-attention", "1", "--encoder-bidirectional"], FAIRSEQ_LOSS),
     "rnnsearch": ("rnnsearch", [], FUSED_LOSS),
-    # upper bounds (scripts/speed_bounds.py): training = the encoder + only the GEMMs the
+    # upper bounds (scripts/bench/speed_bounds.py): training = the encoder + only the GEMMs the
     # recurrence forces, with / without input feeding; translation = beam search with a
     # decoder that costs nothing
     "bound_feed": ("luong_global_general", [], None),

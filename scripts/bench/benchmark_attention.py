@@ -13,19 +13,18 @@ masked). ``luong_localp`` as shipped takes the dense path up to
 ``luong_attention.DENSE_UP_TO`` windows of source and gathers beyond; the table shows
 where each path wins, and each system's time relative to global attention.
 
-Usage: python scripts/benchmark_attention.py [--lengths 15 21 42 84 400 1600] [--hidden 256]
+Usage: python scripts/bench/benchmark_attention.py [--lengths 15 21 42 84 400 1600] [--hidden 256]
 """
 import contextlib
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/bench/..
 
 
 def build(arch, hidden, layers, vocab, window):
