@@ -31,33 +31,26 @@ def run_main(main, argv, stdin=None):
 
 # ------------------------------------------------------------ fairseq-generate output
 
+def hypothesis_lines(i, score, tokens, detokenized, alignment):
+    """What fairseq-generate prints for one hypothesis of sentence i."""
+    return [f"H-{i}\t{score}\t{tokens}", f"D-{i}\t{score}\t{detokenized}", f"P-{i}\t-0.1 -0.2 -0.3",
+            f"A-{i}\t{alignment}"]
+
+
 # --nbest 2 with --print-alignment and --tokenizer: every hypothesis line twice, best first,
-# between fairseq's logging and its BLEU line
-NBEST = """2024-01-01 12:00:00 | INFO | fairseq_cli.generate | loading model(s) from ckpt.pt
-S-1\tzwei hunde
-T-1\ttwo <<unk>>
-H-1\t-0.2\ttwo dogs
-D-1\t-0.2\ttwo dogs
-P-1\t-0.1 -0.3 -0.2
-A-1\t0-0 1-1
-H-1\t-0.9\ttwo cats
-D-1\t-0.9\ttwo cats
-P-1\t-0.5 -1.2 -1.0
-A-1\t1-0 0-1
-S-0\tein haus
-T-0\ta house
-H-0\t-0.1\ta house @-@ boat
-D-0\t-0.1\ta house-boat
-P-0\t-0.1 -0.1 -0.1
-A-0\t0-0 1-1
-H-0\t-0.7\tthe house
-D-0\t-0.7\tthe house
-P-0\t-0.7 -0.1 -0.1
-A-0\t0-1 1-0
-I-0\t3
-2024-01-01 12:00:01 | INFO | fairseq_cli.generate | Translated 2 sentences (6 tokens)
-Generate test with beam=5: BLEU4 = 0.00, 0.0/0.0/0.0/0.0 (BP=1.000, ratio=1.000, syslen=4, reflen=4)
-"""
+# sentences out of order, between fairseq's logging and its BLEU line
+NBEST = "\n".join([
+    "2024-01-01 12:00:00 | INFO | fairseq_cli.generate | loading model(s) from ckpt.pt",
+    "S-1\tzwei hunde", "T-1\ttwo <<unk>>",
+    *hypothesis_lines(1, -0.2, "two dogs", "two dogs", "0-0 1-1"),
+    *hypothesis_lines(1, -0.9, "two cats", "two cats", "1-0 0-1"),
+    "S-0\tein haus", "T-0\ta house",
+    *hypothesis_lines(0, -0.1, "a house @-@ boat", "a house-boat", "0-0 1-1"),
+    *hypothesis_lines(0, -0.7, "the house", "the house", "0-1 1-0"),
+    "I-0\t3",
+    "2024-01-01 12:00:01 | INFO | fairseq_cli.generate | Translated 2 sentences (6 tokens)",
+    "Generate test with beam=5: BLEU4 = 0.00, 0.0/0.0/0.0/0.0 (BP=1.000, ratio=1.000, syslen=4, reflen=4)",
+]) + "\n"
 
 
 def test_generate_output_keeps_the_best_hypothesis_of_each_sentence(tmp_path):

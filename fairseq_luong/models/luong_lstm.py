@@ -18,7 +18,7 @@ from ..modules.attention_scores import build_score
 from ..modules.luong_attention import build_attention
 from ..modules.luong_decoder import LuongDecoder
 from ..modules.luong_encoder import LuongEncoder
-from ..modules.luong_init import Embedding, init_uniform_
+from ..modules.luong_init import build_embeddings, init_uniform_
 from ..fairseq_patches.errors import ConfigError
 
 ATTENTION_TYPE_CHOICES = ChoiceEnum(["global", "local_m", "local_p"])
@@ -118,19 +118,8 @@ class LuongLSTMModel(FairseqEncoderDecoderModel):
                 f"({cfg.decoder_layers}): each decoder layer starts from its encoder layer"
             )
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        encoder_embed = Embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad())
-        if cfg.share_all_embeddings:
-            if src_dict != tgt_dict:
-                raise ConfigError(
-                    "--share-all-embeddings requires a joint dictionary (fairseq-preprocess "
-                    "--joined-dictionary); these data have one dictionary per language"
-                )
-            if cfg.encoder_embed_dim != cfg.decoder_embed_dim:
-                raise ConfigError("--share-all-embeddings requires equal embedding sizes")
-            decoder_embed = encoder_embed
-        else:
-            decoder_embed = Embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())
-
+        encoder_embed, decoder_embed = build_embeddings(
+            src_dict, tgt_dict, cfg.encoder_embed_dim, cfg.decoder_embed_dim, cfg.share_all_embeddings)
         encoder = LuongEncoder(
             src_dict,
             encoder_embed,

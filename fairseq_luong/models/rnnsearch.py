@@ -15,10 +15,9 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
 
 from ..modules.bahdanau_gru import GRU
-from ..modules.luong_init import Embedding, init_uniform_
+from ..modules.luong_init import build_embeddings, init_uniform_, zero_padding_rows_
 from ..modules.rnnsearch_decoder import RNNsearchDecoder
 from ..modules.rnnsearch_encoder import RNNsearchEncoder
-from ..fairseq_patches.errors import ConfigError
 
 DEEP_OUTPUT_STATE_CHOICES = ChoiceEnum(["previous", "current"])
 
@@ -75,9 +74,7 @@ def bahdanau_init_(model: nn.Module):
     nn.init.normal_(score.W_q.weight, 0.0, 0.001)  # W_a
     nn.init.normal_(score.W_k.weight, 0.0, 0.001)  # U_a
     nn.init.zeros_(score.v_a.weight)
-    for m in model.modules():
-        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
-            nn.init.zeros_(m.weight[m.padding_idx])
+    zero_padding_rows_(model)
 
 
 @register_model("rnnsearch", dataclass=RNNsearchConfig)
@@ -88,18 +85,8 @@ class RNNsearchModel(FairseqEncoderDecoderModel):
     def build_model(cls, cfg, task):
         cfg = RNNsearchConfig.from_namespace(cfg)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        encoder_embed = Embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad())
-        if cfg.share_all_embeddings:
-            if src_dict != tgt_dict:
-                raise ConfigError(
-                    "--share-all-embeddings requires a joint dictionary (fairseq-preprocess "
-                    "--joined-dictionary); these data have one dictionary per language"
-                )
-            if cfg.encoder_embed_dim != cfg.decoder_embed_dim:
-                raise ConfigError("--share-all-embeddings requires equal embedding sizes")
-            decoder_embed = encoder_embed
-        else:
-            decoder_embed = Embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())
+        encoder_embed, decoder_embed = build_embeddings(
+            src_dict, tgt_dict, cfg.encoder_embed_dim, cfg.decoder_embed_dim, cfg.share_all_embeddings)
         encoder = RNNsearchEncoder(src_dict, encoder_embed, cfg.encoder_hidden_size, cfg.dropout,
                                    cfg.max_source_positions)
         decoder = RNNsearchDecoder(

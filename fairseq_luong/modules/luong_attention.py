@@ -164,6 +164,16 @@ class LocalAttention(Attention):
         """The window's alignment (bsz x tgtlen x W) after the softmax; unchanged here."""
         return align
 
+    def window_positions(self, p_t: Tensor, length: Tensor) -> Tuple[Tensor, Tensor]:
+        """The window [p_t - D, p_t + D]: the 2D + 1 sentence positions centred on floor(p_t)
+        (bsz x tgtlen x W; the centre clipped to the sentence's last position: p_t = S only
+        if the sigmoid saturates to 1.0 in floating point), and which of them lie inside the
+        sentence (footnote 8: the others get no weight). p_t: bsz x tgtlen; length: bsz."""
+        last = (length - 1).view(-1, 1, 1)
+        centre = torch.minimum(p_t.detach().floor().long().unsqueeze(-1), last)  # bsz x tgtlen x 1
+        positions = centre + self.offsets  # bsz x tgtlen x W
+        return positions, (positions >= 0) & (positions <= last)
+
     def forward(self, query, memory, step0, need_weights):
         p_t = self.aligned_position(query, memory, step0)  # bsz x tgtlen
         if memory.values.size(1) <= DENSE_UP_TO * self.offsets.numel():
@@ -190,12 +200,12 @@ class LocalAttention(Attention):
         floor(p_t), outside the sentence or on padding are masked before the softmax.
         Where the window covers most of the source this is cheaper than gathering it
         (and its backward, which scatters into a zero-filled memory-sized gradient)."""
-        bsz, srclen = memory.padding_mask.size()
-        last = (memory.length - 1).view(bsz, 1, 1)
-        centre = torch.minimum(p_t.detach().floor().long().unsqueeze(-1), last)  # bsz x tgtlen x 1
+        srclen = memory.padding_mask.size(1)
+        window, _ = self.window_positions(p_t, memory.length)  # bsz x tgtlen x W, consecutive positions
         # sentence positions of the padded slots (negative on left padding): bsz x 1 x srclen
         positions = (torch.arange(srclen, device=query.device).unsqueeze(0) - memory.start.unsqueeze(1)).unsqueeze(1)
-        outside = ((positions - centre).abs() > self.window) | memory.padding_mask.unsqueeze(1)  # bsz x tgtlen x srclen
+        inside = (positions >= window[..., :1]) & (positions <= window[..., -1:])  # bsz x tgtlen x srclen
+        outside = ~inside | memory.padding_mask.unsqueeze(1)  # padding: outside the sentence
         scores = self.score(query, memory.score_keys(), positions.clamp(min=0) if self.score.uses_positions else None)
         align = self.reweight(masked_softmax(scores, outside), positions, p_t)  # bsz x tgtlen x srclen
         # bsz x tgtlen x srclen @ bsz x srclen x C -> bsz x tgtlen x C
@@ -207,12 +217,9 @@ class LocalAttention(Attention):
         (bsz x tgtlen x W) and its padded source indices."""
         bsz, srclen, C = values.size()
         tgtlen = query.size(1)
-        last = (length - 1).view(bsz, 1, 1)
-        # p_t = S only if the sigmoid saturates to 1.0 in floating point
-        centre = torch.minimum(p_t.detach().floor().long().unsqueeze(-1), last)
-        positions = centre + self.offsets  # bsz x tgtlen x W (sentence positions)
-        valid = (positions >= 0) & (positions <= last)
-        inside = torch.minimum(positions.clamp(min=0), last)  # bsz x tgtlen x W
+        positions, valid = self.window_positions(p_t, length)  # bsz x tgtlen x W (sentence positions)
+        # invalid slots read a valid one (their weight is exactly 0): bsz x tgtlen x W
+        inside = torch.minimum(positions.clamp(min=0), (length - 1).view(bsz, 1, 1))
         padded = start.view(bsz, 1, 1) + inside  # padded source index
         # rows of the flattened memory: bsz*srclen x C
         flat = (torch.arange(bsz, device=query.device) * srclen).view(bsz, 1, 1) + padded

@@ -31,12 +31,12 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fairseq.models import FairseqIncrementalDecoder
 from fairseq.modules import FairseqDropout
 from torch import Tensor
 
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
+from .recurrent_decoder import RecurrentDecoder
 from .row_schedule import RowSchedule
 from ..fairseq_patches.errors import ConfigError
 
@@ -71,7 +71,12 @@ def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
     return lstm_cell_update(gates, c)
 
 
-class LuongDecoder(FairseqIncrementalDecoder):
+class LuongDecoder(RecurrentDecoder):
+    """The decoder of the module docstring; what fairseq and the fused criterion see of it
+    (``forward``, the output projection W_s, the cached state) is ``RecurrentDecoder``'s."""
+
+    cached_batch_dims = {"h": 1, "c": 1}  # layers x bsz x H; feed and keys are batch-first
+
     def __init__(
         self,
         dictionary,
@@ -86,13 +91,10 @@ class LuongDecoder(FairseqIncrementalDecoder):
         max_target_positions: int,
         output_bias: bool = True,
     ):
-        super().__init__(dictionary)
-        self.embed_tokens = embed_tokens
+        super().__init__(dictionary, embed_tokens, max_target_positions)
         self.hidden_size = hidden_size
         self.num_layers = num_layers
         self.input_feed = input_feed
-        self.max_target_positions = max_target_positions
-        self.need_attn = True
         self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.dropout_hidden = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
@@ -125,22 +127,6 @@ class LuongDecoder(FairseqIncrementalDecoder):
             self.W_s = Linear(hidden_size, len(dictionary), bias=output_bias)
 
     # ------------------------------------------------------------------ state
-    def get_cached_state(self, incremental_state) -> Optional[Dict[str, Optional[Tensor]]]:
-        if incremental_state is None:
-            return None
-        return self.get_incremental_state(incremental_state, "cached_state")
-
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        cached = self.get_cached_state(incremental_state)
-        if cached is None:
-            return
-        batch_dim = {"h": 1, "c": 1}
-        reordered: Dict[str, Optional[Tensor]] = {
-            key: (None if value is None else value.index_select(batch_dim.get(key, 0), new_order))
-            for key, value in cached.items()
-        }
-        self.set_incremental_state(incremental_state, "cached_state", reordered)
-
     def _initial_state(self, encoder_out: Dict[str, Tensor], bsz: int, x: Tensor):
         h0, c0 = encoder_out["final_hiddens"], encoder_out["final_cells"]  # layers x bsz x C
         if h0.size(0) != self.num_layers:
@@ -166,22 +152,10 @@ class LuongDecoder(FairseqIncrementalDecoder):
         )
 
     # ---------------------------------------------------------------- forward
-    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
-                features_only: bool = False, **kwargs):
-        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
-        if features_only:  # h~_t, for a criterion that applies W_s itself
-            return x, extra
-        return self.output_layer(x), extra
-
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
-        if encoder_out is None:
-            raise ValueError("LuongDecoder needs an encoder")
-        cached = self.get_cached_state(incremental_state)
-        full_len = prev_output_tokens.size(1)
-        if cached is not None:
-            prev_output_tokens = prev_output_tokens[:, -1:]
-        bsz, tgtlen = prev_output_tokens.size()
-        step0 = full_len - tgtlen  # target index of the first step computed here
+        prev_output_tokens, cached, step0 = self.steps_to_compute(
+            prev_output_tokens, encoder_out, incremental_state)
+        bsz = prev_output_tokens.size(0)
 
         x = self.dropout_in(self.embed_tokens(prev_output_tokens))  # bsz x tgtlen x E
         if cached is not None:
@@ -205,8 +179,8 @@ class LuongDecoder(FairseqIncrementalDecoder):
             state: Dict[str, Optional[Tensor]] = {"h": h_n, "c": c_n, "feed": feed}
             if memory is not None and memory.keys is not None:
                 state["keys"] = memory.keys
-            self.set_incremental_state(incremental_state, "cached_state", state)
-        return out, {"attn": [attn]}
+            self.set_cached_state(incremental_state, state)
+        return out, {"attn": [attn]}  # out: h~_t, what W_s reads
 
     def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, schedule: RowSchedule):
         """Step by step: h~_{t-1} joins the next step's input (section 3.3).
@@ -289,20 +263,10 @@ class LuongDecoder(FairseqIncrementalDecoder):
         context, attn = self.attention(top, memory, step0, need_weights)
         return self.attentional_hidden(context, top), attn
 
-    def output_layer(self, features):
-        """W_s h~_t (eq. 6); the softmax is the criterion's / generator's."""
-        weight, bias = self.output_projection_params()
-        return F.linear(features, weight, bias)
-
-    def output_projection_params(self) -> Tuple[Tensor, Optional[Tensor]]:
-        """(W_s, b_s): V x H and V. Eq. 6 has no b_s (``--no-output-bias``, or shared
+    def output_projection(self) -> Optional[nn.Linear]:
+        """W_s of eq. 6 (V x H). Eq. 6 has no bias b_s (``--no-output-bias``, or shared
         embeddings: the embedding matrix and no bias); the default keeps one, as fairseq's lstm."""
-        if self.W_s is None:
-            return self.embed_tokens.weight, None
-        return self.W_s.weight, self.W_s.bias
-
-    def max_positions(self):
-        return self.max_target_positions
+        return self.W_s
 
     def make_generation_fast_(self, need_attn=False, **kwargs):
         if need_attn and self.attention is None:
@@ -310,4 +274,4 @@ class LuongDecoder(FairseqIncrementalDecoder):
                 "this model has no attention (--no-attention / luong_base), so it has no "
                 "alignments: drop --print-alignment and --replace-unk"
             )
-        self.need_attn = bool(need_attn)
+        super().make_generation_fast_(need_attn=need_attn, **kwargs)

@@ -24,12 +24,11 @@ same equations one step and one sentence at a time; ``tests/test_reference.py``
 checks this decoder against it (outputs and gradients; change the reference first)
 and ``tests/test_op_counts.py`` that the hoisted products stay out of the loop.
 """
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fairseq.models import FairseqIncrementalDecoder
 from fairseq.modules import FairseqDropout
 from torch import Tensor
 
@@ -37,6 +36,7 @@ from .attention_scores import ConcatScore
 from .bahdanau_gru import GRU, gru_update
 from .luong_attention import GlobalAttention
 from .luong_init import Linear
+from .recurrent_decoder import RecurrentDecoder
 from .row_schedule import RowSchedule
 from ..fairseq_patches.errors import ConfigError
 
@@ -47,20 +47,20 @@ def maxout(x: Tensor, pieces: int) -> Tensor:
     return x.view(x.shape[:-1] + (x.size(-1) // pieces, pieces)).amax(-1)
 
 
-class RNNsearchDecoder(FairseqIncrementalDecoder):
+class RNNsearchDecoder(RecurrentDecoder):
+    """The decoder of the module docstring; what fairseq and the fused criterion see of it
+    (``forward``, the output projection W_o, the cached state) is ``RecurrentDecoder``'s."""
+
     def __init__(self, dictionary, embed_tokens: nn.Embedding, hidden_size: int,
                  encoder_output_units: int, attention_dim: int, maxout_dim: int,
                  maxout_pieces: int, dropout: float, deep_output_state: str,
                  share_input_output_embed: bool, max_target_positions: int):
-        super().__init__(dictionary)
+        super().__init__(dictionary, embed_tokens, max_target_positions)
         if deep_output_state not in ("previous", "current"):
             raise ConfigError(f"--deep-output-state must be previous or current, got {deep_output_state!r}")
-        self.embed_tokens = embed_tokens
         self.hidden_size = hidden_size
         self.maxout_pieces = maxout_pieces
         self.deep_output_from_current = deep_output_state == "current"
-        self.max_target_positions = max_target_positions
-        self.need_attn = True
         self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
         E, C = embed_tokens.embedding_dim, encoder_output_units
@@ -81,38 +81,10 @@ class RNNsearchDecoder(FairseqIncrementalDecoder):
         else:
             self.W_o = Linear(maxout_dim, len(dictionary), bias=True)
 
-    # ------------------------------------------------------------------ state
-    def get_cached_state(self, incremental_state) -> Optional[Dict[str, Optional[Tensor]]]:
-        if incremental_state is None:
-            return None
-        return self.get_incremental_state(incremental_state, "cached_state")
-
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        cached = self.get_cached_state(incremental_state)
-        if cached is None:
-            return
-        reordered: Dict[str, Optional[Tensor]] = {
-            key: (None if value is None else value.index_select(0, new_order))
-            for key, value in cached.items()
-        }
-        self.set_incremental_state(incremental_state, "cached_state", reordered)
-
     # ---------------------------------------------------------------- forward
-    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
-                features_only: bool = False, **kwargs):
-        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
-        if features_only:  # t_i, for a criterion that applies W_o itself
-            return x, extra
-        return self.output_layer(x), extra
-
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
-        if encoder_out is None:
-            raise ValueError("RNNsearchDecoder needs an encoder")
-        cached = self.get_cached_state(incremental_state)
-        full_len = prev_output_tokens.size(1)
-        if cached is not None:
-            prev_output_tokens = prev_output_tokens[:, -1:]
-        step0 = full_len - prev_output_tokens.size(1)  # target index of the first step here
+        prev_output_tokens, cached, step0 = self.steps_to_compute(
+            prev_output_tokens, encoder_out, incremental_state)
 
         emb = self.dropout_in(self.embed_tokens(prev_output_tokens))  # bsz x tgtlen x E
         if cached is not None:
@@ -129,8 +101,8 @@ class RNNsearchDecoder(FairseqIncrementalDecoder):
             skip_padding=incremental_state is None and not need_weights)
         features, s, attn = self._run(emb, s, memory, step0, need_weights, schedule)
         if incremental_state is not None:
-            self.set_incremental_state(incremental_state, "cached_state", {"s": s, "keys": memory.keys})
-        return features, {"attn": [attn]}
+            self.set_cached_state(incremental_state, {"s": s, "keys": memory.keys})
+        return features, {"attn": [attn]}  # features: t_i, what W_o reads
 
     def _run(self, emb, s, memory, step0, need_weights, schedule: RowSchedule):
         """The steps (module docstring), then the deep output on the rows that ran.
@@ -165,19 +137,6 @@ class RNNsearchDecoder(FairseqIncrementalDecoder):
         attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
         return features, (None if schedule.skips_padding else s), attn
 
-    def output_layer(self, features):
-        """W_o t_i; the softmax is the criterion's / generator's."""
-        weight, bias = self.output_projection_params()
-        return F.linear(features, weight, bias)
-
-    def output_projection_params(self) -> Tuple[Tensor, Optional[Tensor]]:
-        """(W_o, its bias): V x l and V (the embedding matrix and no bias when shared)."""
-        if self.W_o is None:
-            return self.embed_tokens.weight, None
-        return self.W_o.weight, self.W_o.bias
-
-    def max_positions(self):
-        return self.max_target_positions
-
-    def make_generation_fast_(self, need_attn=False, **kwargs):
-        self.need_attn = bool(need_attn)
+    def output_projection(self) -> Optional[nn.Linear]:
+        """W_o (V x l) and its bias; None when tied to the target embeddings."""
+        return self.W_o
