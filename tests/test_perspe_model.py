@@ -88,15 +88,16 @@ def test_perturbed_positions_never_hit_the_padding_row():
     module = PerturbedSinusoidalPositionalEmbedding(8, pad, init_size=20)
     tokens = torch.tensor([[5, 6, 7, 8], [pad, pad, 6, 7]])  # the second is left-padded
     offsets = torch.tensor([[-1, -3, 2, 0], [0, 0, -1, 1]])
-    with module.perturbed(offsets):
-        emb = module(tokens)  # 2 x 4 x 8
+    emb = module(tokens, offsets=offsets)  # 2 x 4 x 8
     # plain positions are pad + 1 + t: 2 3 4 5 and -, -, 2, 3
     want = perturbed_sinusoid(torch.tensor([[1, 0, 6, 5], [0, 0, 1, 4]]), 8)
     torch.testing.assert_close(emb[0], want[0])
     torch.testing.assert_close(emb[1, 2:], want[1, 2:])
     assert emb[0, 0].abs().sum() > 0  # position 1 == padding_idx, yet not the zero row
     assert emb[1, :2].abs().sum() == 0  # padding stays zero
-    assert module._offsets is None  # offsets live for one call only
+    # the offsets were an input of the call: the module keeps nothing of them
+    assert vars(module).keys() == vars(SinusoidalPositionalEmbedding(8, pad, init_size=20)).keys()
+    assert torch.equal(module(tokens), SinusoidalPositionalEmbedding(8, pad, init_size=20)(tokens))
 
 
 def test_plain_calls_are_fairseqs_sinusoids():
@@ -104,8 +105,8 @@ def test_plain_calls_are_fairseqs_sinusoids():
     reference = SinusoidalPositionalEmbedding(8, 1, init_size=20)
     tokens = torch.tensor([[1, 1, 6, 7], [5, 6, 7, 8]])
     assert torch.equal(module(tokens), reference(tokens))
-    with module.perturbed(torch.zeros_like(tokens)):
-        torch.testing.assert_close(module(tokens), reference(tokens), rtol=0, atol=1e-6)
+    torch.testing.assert_close(module(tokens, offsets=torch.zeros_like(tokens)), reference(tokens),
+                               rtol=0, atol=1e-6)
     state = {}
     assert torch.equal(module(tokens, incremental_state=state), reference(tokens, incremental_state=state))
 
@@ -226,6 +227,33 @@ def test_offsets_move_the_perspe_side_and_zero_offsets_do_not(data_dir):
         moved, _ = model(**net_input, tgt_position_offsets=torch.ones_like(prev))
     torch.testing.assert_close(zero, plain, rtol=1e-5, atol=1e-5)
     assert (moved - plain).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("encoder_pos,decoder_pos", [("spe", "perspe"), ("perspe", "perspe")])
+def test_generation_is_unperturbed_by_construction(data_dir, encoder_pos, decoder_pos):
+    """fairseq's beam search passes no offsets and incremental decoding refuses them, so a
+    perSPE model translates from plain positions whatever the random state: two beam searches
+    under different seeds give the same tokens and scores, those of an SPE model with the same
+    weights. A draw of offsets while translating would make them differ."""
+    model, task, _ = build(data_dir, "--encoder-pos", encoder_pos, "--decoder-pos", decoder_pos,
+                           "--perturb-range", "3", "--dropout", "0")
+    sample = batch(task)
+    torch.manual_seed(1)
+    first = translate(model, task, sample)
+    torch.manual_seed(2)
+    second = translate(model, task, sample)
+    assert first[0] == second[0]
+    torch.testing.assert_close(first[1], second[1], rtol=0, atol=0)
+    spe, _, _ = build(data_dir, "--encoder-pos", "spe", "--decoder-pos", "spe", "--dropout", "0")
+    spe.load_state_dict(model.state_dict(), strict=True)
+    torch.manual_seed(3)
+    plain = translate(spe, task, sample)
+    assert plain[0] == first[0]
+    torch.testing.assert_close(plain[1], first[1], rtol=0, atol=0)
+    prev = sample["net_input"]["prev_output_tokens"]
+    with pytest.raises(ValueError, match="incremental decoding uses plain positions"):
+        model.decoder(prev[:, :1], model.encoder(sample["net_input"]["src_tokens"]), incremental_state={},
+                      position_offsets=torch.ones_like(prev[:, :1]))
 
 
 def translate(model, task, sample):

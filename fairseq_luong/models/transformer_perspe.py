@@ -15,13 +15,18 @@ methods, each taking ``--encoder-pos`` / ``--decoder-pos`` from:
 * ``perspe`` sinusoidal positions that the ``perspe_label_smoothed_cross_entropy``
   criterion perturbs in training (plain SPE in validation and generation).
 
-The criterion hands the offsets to :meth:`TransformerPerSPEModel.forward` as
-``src_position_offsets`` / ``tgt_position_offsets`` (bsz x len, aligned with
-``src_tokens`` / ``prev_output_tokens``).
+The criterion draws the offsets and hands them to :meth:`TransformerPerSPEModel.forward`
+as ``src_position_offsets`` / ``tgt_position_offsets`` (bsz x len, aligned with
+``src_tokens`` / ``prev_output_tokens``, in the batch's ``net_input``), which passes them to
+the encoder's and the decoder's ``forward`` as ``position_offsets``: the model is a function
+of its inputs, with no state in between. Without offsets (validation, fairseq-generate,
+fairseq-interactive, which never pass any) encoder and decoder run fairseq's own forward;
+incremental decoding refuses them.
 """
-import contextlib
 import logging
-from typing import Optional
+from typing import Any, Dict, List, Optional
+
+import torch
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
@@ -120,36 +125,36 @@ class TransformerPerSPEModel(TransformerModel):
         src_position_offsets: Optional[Tensor] = None,
         tgt_position_offsets: Optional[Tensor] = None,
     ):
-        """fairseq's Transformer forward; positions may be perturbed.
+        """fairseq's Transformer forward (``TransformerModelBase.forward``), with offsets.
 
         ``src_position_offsets`` (bsz x src_len, aligned with ``src_tokens``)
         and ``tgt_position_offsets`` (bsz x tgt_len, aligned with
         ``prev_output_tokens``) are integer offsets added to the positions of
         a perspe side (Oka et al. 2022, eq. 3-4); None keeps plain positions.
         """
-        with perturbed_positions(self.encoder, src_position_offsets, "encoder"), \
-                perturbed_positions(self.decoder, tgt_position_offsets, "decoder"):
-            return super().forward(
-                src_tokens,
-                src_lengths,
-                prev_output_tokens,
-                return_all_hiddens=return_all_hiddens,
-                features_only=features_only,
-                alignment_layer=alignment_layer,
-                alignment_heads=alignment_heads,
-            )
+        encoder_out = self.encoder(
+            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens,
+            position_offsets=src_position_offsets,
+        )
+        return self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+            position_offsets=tgt_position_offsets,
+        )
 
 
-def perturbed_positions(module, offsets: Optional[Tensor], side: str):
-    """A context in which ``module``'s perSPE positions get ``offsets``."""
-    if offsets is None:
-        return contextlib.nullcontext()
+def check_offsets(module, offsets: Tensor, side: str):
+    """Offsets are for a perspe side only."""
     if not module.perturbs_positions:
         raise ValueError(
             f"position offsets were given for the {side}, whose positions are "
             f"not perspe (--{side}-pos {module.pos})"
         )
-    return module.embed_positions.perturbed(offsets)
 
 
 def build_positions(pos, max_positions, embed_dim, padding_idx, default):
@@ -222,6 +227,54 @@ class PerSPETransformerEncoder(TransformerEncoderBase):
             self.padding_idx, default=self.embed_positions,
         )
 
+    def forward(self, src_tokens, src_lengths: Optional[Tensor] = None,
+                return_all_hiddens: bool = False, token_embeddings: Optional[Tensor] = None,
+                position_offsets: Optional[Tensor] = None):
+        """fairseq's encoder forward; ``position_offsets`` (bsz x src_len, aligned with
+        ``src_tokens``) perturb the perspe positions. Without them: fairseq's own code."""
+        if position_offsets is None:
+            return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        check_offsets(self, position_offsets, "encoder")
+        return self._forward_perturbed(src_tokens, return_all_hiddens, token_embeddings, position_offsets)
+
+    def _forward_perturbed(self, src_tokens, return_all_hiddens, token_embeddings, position_offsets):
+        """fairseq's ``TransformerEncoderBase.forward_scriptable`` and ``forward_embedding``
+        (ve-fairseq 0.12.3) for a training forward, the positions moved by the offsets: the
+        one change is marked. fairseq has no hook for the positions' arguments."""
+        encoder_padding_mask = src_tokens.eq(self.padding_idx)  # bsz x src_len
+        has_pads = torch.tensor(src_tokens.device.type == "xla") or encoder_padding_mask.any()
+        if token_embeddings is None:
+            token_embeddings = self.embed_tokens(src_tokens)
+        x = encoder_embedding = self.embed_scale * token_embeddings  # bsz x src_len x C
+        x = encoder_embedding + self.embed_positions(src_tokens, offsets=position_offsets)  # the change
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x)
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        x = x * (1 - encoder_padding_mask.unsqueeze(-1).type_as(x) * has_pads.type_as(x))
+        x = x.transpose(0, 1)  # bsz x src_len x C -> src_len x bsz x C
+        encoder_states: List[Tensor] = [x] if return_all_hiddens else []
+        fc_results: List[Optional[Tensor]] = []
+        for layer in self.layers:
+            lr = layer(x, encoder_padding_mask=encoder_padding_mask if has_pads else None)
+            x, fc_result = lr if isinstance(lr, tuple) and len(lr) == 2 else (lr, None)
+            if return_all_hiddens:
+                encoder_states.append(x)
+                fc_results.append(fc_result)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        src_lengths = src_tokens.ne(self.padding_idx).sum(dim=1, dtype=torch.int32).reshape(-1, 1).contiguous()
+        return {
+            "encoder_out": [x],  # src_len x bsz x C
+            "encoder_padding_mask": [encoder_padding_mask],  # bsz x src_len
+            "encoder_embedding": [encoder_embedding],  # bsz x src_len x C
+            "encoder_states": encoder_states,  # [src_len x bsz x C]
+            "fc_results": fc_results,
+            "src_tokens": [],
+            "src_lengths": [src_lengths],
+        }
+
     def build_encoder_layer(self, cfg):
         if cfg.encoder_pos != "rpe":
             return super().build_encoder_layer(cfg)
@@ -247,6 +300,78 @@ class PerSPETransformerDecoder(TransformerDecoderBase):
             self.pos, cfg.max_target_positions, self.embed_dim,
             self.padding_idx, default=self.embed_positions,
         )
+
+    def forward(self, prev_output_tokens, encoder_out: Optional[Dict[str, List[Tensor]]] = None,
+                incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+                features_only: bool = False, full_context_alignment: bool = False,
+                alignment_layer: Optional[int] = None, alignment_heads: Optional[int] = None,
+                src_lengths: Optional[Any] = None, return_all_hiddens: bool = False,
+                position_offsets: Optional[Tensor] = None):
+        """fairseq's decoder forward; ``position_offsets`` (bsz x tgt_len, aligned with
+        ``prev_output_tokens``) perturb the perspe positions of a training forward. Without
+        them: fairseq's own code. Incremental decoding (beam search) cannot take them."""
+        if position_offsets is None:
+            return super().forward(prev_output_tokens, encoder_out, incremental_state, features_only,
+                                   full_context_alignment, alignment_layer, alignment_heads,
+                                   src_lengths, return_all_hiddens)
+        check_offsets(self, position_offsets, "decoder")
+        if incremental_state is not None:
+            raise ValueError("perturbed positions are a training-time, full-sequence input; "
+                             "incremental decoding uses plain positions")
+        x, extra = self._features_perturbed(prev_output_tokens, encoder_out, position_offsets,
+                                            full_context_alignment, alignment_layer, alignment_heads)
+        return (x, extra) if features_only else (self.output_layer(x), extra)
+
+    def _features_perturbed(self, prev_output_tokens, encoder_out, position_offsets,
+                            full_context_alignment, alignment_layer, alignment_heads):
+        """fairseq's ``TransformerDecoderBase.extract_features_scriptable`` (ve-fairseq 0.12.3)
+        without an incremental state, the positions moved by the offsets: the one change is
+        marked. fairseq has no hook for the positions' arguments."""
+        if alignment_layer is None:
+            alignment_layer = self.num_layers - 1
+        enc: Optional[Tensor] = None
+        padding_mask: Optional[Tensor] = None
+        if encoder_out is not None and len(encoder_out["encoder_out"]) > 0:
+            enc = encoder_out["encoder_out"][0]  # src_len x bsz x C
+        if encoder_out is not None and len(encoder_out["encoder_padding_mask"]) > 0:
+            padding_mask = encoder_out["encoder_padding_mask"][0]  # bsz x src_len
+        positions = self.embed_positions(prev_output_tokens, offsets=position_offsets)  # the change
+        prev_output_tokens = prev_output_tokens.contiguous()
+        x = self.embed_scale * self.embed_tokens(prev_output_tokens)  # bsz x tgt_len x C
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        if self.project_in_dim is not None:
+            x = self.project_in_dim(x)
+        x += positions
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x)
+        x = x.transpose(0, 1)  # bsz x tgt_len x C -> tgt_len x bsz x C
+        self_attn_padding_mask: Optional[Tensor] = None
+        if self.cross_self_attention or prev_output_tokens.eq(self.padding_idx).any():
+            self_attn_padding_mask = prev_output_tokens.eq(self.padding_idx)
+        attn: Optional[Tensor] = None
+        inner_states: List[Optional[Tensor]] = [x]
+        for idx, layer in enumerate(self.layers):
+            self_attn_mask = None if full_context_alignment else self.buffered_future_mask(x)
+            x, layer_attn, _ = layer(
+                x, enc, padding_mask, None, self_attn_mask=self_attn_mask,
+                self_attn_padding_mask=self_attn_padding_mask,
+                need_attn=bool(idx == alignment_layer), need_head_weights=bool(idx == alignment_layer),
+            )
+            inner_states.append(x)
+            if layer_attn is not None and idx == alignment_layer:
+                attn = layer_attn.float().to(x)
+        if attn is not None:
+            if alignment_heads is not None:
+                attn = attn[:alignment_heads]
+            attn = attn.mean(dim=0)  # average probabilities over heads
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        x = x.transpose(0, 1)  # tgt_len x bsz x C -> bsz x tgt_len x C
+        if self.project_out_dim is not None:
+            x = self.project_out_dim(x)
+        return x, {"attn": [attn], "inner_states": inner_states}
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         if cfg.decoder_pos != "rpe":

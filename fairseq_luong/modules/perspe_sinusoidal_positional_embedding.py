@@ -2,11 +2,11 @@
 
 perSPE adds, during training only, an integer offset ``per`` to each token's
 position before taking the sinusoid (eq. 3-4), one offset per target phrase
-drawn uniformly from [-k, k] (:func:`phrase_offsets`). Plain calls are exactly
-fairseq's :class:`SinusoidalPositionalEmbedding` (same table, same
-incremental path), so a perSPE model translates like an SPE one.
+drawn uniformly from [-k, k] (:func:`phrase_offsets`). The offsets are an argument
+of the call; calls without them are exactly fairseq's
+:class:`SinusoidalPositionalEmbedding` (same table, same incremental path), so a
+perSPE model translates like an SPE one.
 """
-import contextlib
 import math
 from typing import Any, Optional
 
@@ -73,35 +73,18 @@ def token_phrase_ids(tokens: Tensor, *plain: int) -> Tensor:
 
 
 class PerturbedSinusoidalPositionalEmbedding(SinusoidalPositionalEmbedding):
-    """fairseq's sinusoidal positions, plus perturbed positions on request.
+    """fairseq's sinusoidal positions, perturbed when ``forward`` is given offsets.
 
-    Inside ``with module.perturbed(offsets):`` each real token's position
-    ``padding_idx + 1 + t`` becomes ``padding_idx + 1 + t + offsets[b, t]``
-    and its embedding is computed by :func:`perturbed_sinusoid`; padding keeps
-    a zero vector. ``offsets`` is ``bsz x seqlen``, aligned with the input
-    tokens (left or right padded alike). Outside the context, and whenever
-    ``offsets`` is None, ``forward`` is fairseq's own.
-
-    The context exists because fairseq's encoder and decoder call
-    ``embed_positions(tokens, incremental_state=...)`` deep inside their
-    forwards; it lets us perturb positions without copying those forwards.
-    The offsets live only for the duration of one forward call. Unlike
-    fairseq's class, ``forward`` honours an explicit ``positions`` argument.
-    Like fairseq's, it returns the dtype of its table (float16 after
+    ``forward(tokens, offsets=offsets)``: each real token's position
+    ``padding_idx + 1 + t`` becomes ``padding_idx + 1 + t + offsets[b, t]`` and its
+    embedding is computed by :func:`perturbed_sinusoid`; padding keeps a zero vector.
+    ``offsets`` is ``bsz x seqlen``, aligned with the tokens (left or right padded alike),
+    an input of the call: the module holds no offsets between calls (it has exactly the
+    state of fairseq's class). Without offsets, ``forward`` is fairseq's own; incremental
+    decoding cannot take offsets. Unlike fairseq's class, ``forward`` honours an explicit
+    ``positions`` argument. Like fairseq's, it returns the dtype of its table (float16 after
     ``model.half()``), the dtype of the token embeddings it is added to.
     """
-
-    def __init__(self, embedding_dim, padding_idx, init_size=1024, auto_expand=True):
-        super().__init__(embedding_dim, padding_idx, init_size, auto_expand)
-        self._offsets: Optional[Tensor] = None
-
-    @contextlib.contextmanager
-    def perturbed(self, offsets: Optional[Tensor]):
-        self._offsets = offsets
-        try:
-            yield self
-        finally:
-            self._offsets = None
 
     def forward(
         self,
@@ -109,8 +92,8 @@ class PerturbedSinusoidalPositionalEmbedding(SinusoidalPositionalEmbedding):
         incremental_state: Optional[Any] = None,
         timestep: Optional[Tensor] = None,
         positions: Optional[Any] = None,
+        offsets: Optional[Tensor] = None,
     ):
-        offsets = self._offsets
         if offsets is None and positions is None:
             return super().forward(input, incremental_state, timestep)
         if incremental_state is not None:
