@@ -112,7 +112,7 @@ def test_kftt_gold_against_itself_and_the_diagonal_against_itself(tmp_path, caps
     assert capsys.readouterr().out.startswith(
         f"AER = 0.0000  (precision 1.0000, recall 1.0000; 582 sentences, |A| = {n_links}, |S| = {n_links}, "
         f"|P| = {n_links}; gold 0-indexed (it has position 0), test 0-indexed (it has position 0), the gold's order)")
-    script("aer")([gold, str(diagonal), *texts, "--drop-out-of-range-gold"])  # the README's baseline
+    script("aer")([gold, str(diagonal), *texts, "--drop-out-of-range-gold"])  # docs/analysis.md's baseline
     assert capsys.readouterr().out.startswith("AER = 0.8888  (precision 0.1154, recall 0.1073; 582 sentences")
 
 

@@ -177,7 +177,7 @@ def post_process_prediction(original):
             raise UnkReplacementError(
                 f"--replace-unk: the source text has {len(words)} words but the model read "
                 f"{alignment.n_source} tokens ({src_str[:80]!r}); the source must be the text the "
-                "model read: word-level data without --bpe/--tokenizer (see the README)"
+                "model read: word-level data without --bpe/--tokenizer (see docs/analysis.md)"
             )
         # alignment position t counts the hypothesis' tokens other than EOS and padding
         # (fairseq's extract_hard_alignment); replace there, drop what fairseq's

@@ -141,7 +141,7 @@ class LocationScore(AttentionScore):
     count real tokens from the sentence start, whatever the padding side).
     Footnote 6: for a shorter sentence only its first positions are used.
     Positions at or past ``max_len`` have no score: they get -inf and so
-    exactly zero weight (documented in the README; choose
+    exactly zero weight (documented in docs/models.md; choose
     ``--location-max-len`` at least as long as your longest source).
     """
 

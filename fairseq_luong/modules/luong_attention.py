@@ -141,7 +141,7 @@ class LocalAttention(Attention):
 
     Positions count from each sentence's first token in the ORIGINAL source
     order (the encoder maps reversed sources back), and the memory holds the
-    appended EOS, so S = words + 1 (see the README).
+    appended EOS, so S = words + 1 (docs/models.md says why).
     """
 
     def __init__(self, score: AttentionScore, window: int):

@@ -29,7 +29,7 @@ analytically per target token, training = 3 x forward).
 
 Usage: python scripts/bench/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
        [--before PATH]   # also each of our systems from the checkout at PATH, as NAME@before
-This takes long (about 55 min with the README's options); it is a benchmark, not a test.
+This takes long (about 55 min with the options docs/speed.md gives); it is a benchmark, not a test.
 """
 import argparse
 import json
