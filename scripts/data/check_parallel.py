@@ -29,12 +29,16 @@ Exit status 1 after listing the problems (at most --max-problems per file).
 """
 import argparse
 import itertools
+import logging
 import os
 import sys
 
 from tqdm import tqdm
 
-from fairseq_luong.data.text import CONTROL, LINE_BREAKING, DataError, iter_lines
+# fairseq's first import sets up logging at DEBUG and logs INFO lines ("Please install
+# tensorboardX"); this script's output is its own lines, so logging is set up first
+logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
+from fairseq_luong.data.text import CONTROL, LINE_BREAKING, DataError, iter_lines  # noqa: E402
 
 BOM = "\ufeff"
 

@@ -12,9 +12,13 @@ Example:
       --drop-out-of-range-gold
 """
 import argparse
+import logging
 import sys
 
-from fairseq_luong.analysis.text_files import read_lines
+# fairseq's first import sets up logging at DEBUG and logs INFO lines ("Please install
+# tensorboardX"); this script's output is its own lines, so logging is set up first
+logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
+from fairseq_luong.analysis.text_files import read_lines  # noqa: E402
 
 
 def diagonal_links(n_source, n_target):

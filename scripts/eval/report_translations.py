@@ -16,12 +16,16 @@ Multi30k slice the reference scored against itself got 52.5 BLEU).
 Usage: python scripts/eval/report_translations.py generate.out --ref data/test.de [--examples 3] [--tokenize 13a]
 """
 import argparse
+import logging
 import sys
 
 from sacrebleu.metrics import BLEU
 
-from fairseq_luong.analysis.generate_output import GenerateOutputError, read_generate_output
-from fairseq_luong.analysis.text_files import read_lines
+# fairseq's first import sets up logging at DEBUG and logs INFO lines ("Please install
+# tensorboardX"); this script's output is its own lines, so logging is set up first
+logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
+from fairseq_luong.analysis.generate_output import GenerateOutputError, read_generate_output  # noqa: E402
+from fairseq_luong.analysis.text_files import read_lines  # noqa: E402
 
 
 def read_references(path, ids, generate_out):
