@@ -1,0 +1,917 @@
+#!/usr/bin/env python3
+"""The papers' claims in form: what the study trains, and its report (called by run.sh).
+
+  systems [--corpus C]     the trainings, one "NAME SEED CORPUS" a line, in run order
+  args NAME                fairseq-train options of system NAME (one word a line)
+  plan                     every training with its epochs and expected minutes, the total
+  report WORK              report.md and figures from what WORK holds
+
+Everything the study compares is defined once, here: the corpora, the systems (model
+and training options), the rows of Luong et al.'s Tables 1, 4 and 6 with the paper's
+numbers, Bahdanau et al.'s Figure 2 and perSPE's claim.
+"""
+import argparse
+import collections
+import json
+import math
+import os
+import random
+import re
+import statistics
+import sys
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+# ---------------------------------------------------------------------------------
+# The protocol (Luong et al. 2015, section 4.1) at small scale.
+EPOCHS = 10        # every system, every row: the paper's 10 (it gave dropout models 12)
+HALVE_AFTER = 5    # halve the learning rate every epoch after the 5th, as the paper
+SEEDS = (1, 2, 3)  # the ladder rows
+# 2 x 128 (the paper: 4 x 1000): the size at which the whole study fits in ~6 hours on 2 cores
+SIZE = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "128",
+        "--decoder-embed-dim", "128", "--encoder-hidden-size", "128", "--decoder-hidden-size", "128"]
+# plain SGD lr 1.0 on the gradient averaged over the batch's sentences, batches of 128,
+# gradient norm rescaled to 5, U[-0.1, 0.1], softmax(W_s h~_t) without a bias (eq. 6);
+# fairseq's fixed schedule with --force-anneal F halves at epochs >= F: F = HALVE_AFTER + 1
+PAPER_TRAIN = ["--init-uniform", "0.1", "--no-output-bias",
+               "--optimizer", "sgd", "--lr", "1.0", "--sentence-avg", "--batch-size", "128",
+               "--clip-norm", "5", "--criterion", "fused_label_smoothed_cross_entropy",
+               "--label-smoothing", "0", "--lr-scheduler", "fixed", "--lr-shrink", "0.5",
+               "--force-anneal", str(HALVE_AFTER + 1), "--max-epoch", str(EPOCHS),
+               "--no-epoch-checkpoints", "--log-interval", "50"]
+DROPOUT = ["--dropout", "0.2"]  # section 4.1
+NO_DROPOUT = ["--dropout", "0"]
+REVERSE = ["--reverse-source"]
+ATTN = REVERSE + DROPOUT  # every attention row: reversed source and dropout (Table 1)
+# RNNsearch (Bahdanau et al. 2014): its own initialisation (appendix B.1) and optimiser
+# (Adadelta, eps 1e-6, rho 0.95, batches of 80, gradient norm 1), the same epochs
+RNNSEARCH_SIZE = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
+                  "--encoder-hidden-size", "128", "--decoder-hidden-size", "128",
+                  "--attention-dim", "128", "--maxout-dim", "128"]
+RNNSEARCH_TRAIN = ["--optimizer", "adadelta", "--adadelta-rho", "0.95", "--adadelta-eps", "1e-6",
+                   "--lr", "1.0", "--batch-size", "80", "--clip-norm", "1", "--sentence-avg",
+                   "--criterion", "cross_entropy", "--max-epoch", str(EPOCHS),
+                   "--no-epoch-checkpoints", "--log-interval", "50"]
+
+
+class System(NamedTuple):
+    name: str
+    corpus: str  # m30k (en->de words) or kftt (ja->en SentencePiece)
+    seeds: Tuple[int, ...]
+    args: Tuple[str, ...]
+    attention: bool
+
+    def options(self) -> List[str]:
+        return list(self.args)
+
+
+def luong(name, corpus, seeds, arch, *extra, attention=True):
+    return System(name, corpus, tuple(seeds), (("--arch", arch) + tuple(SIZE) + tuple(PAPER_TRAIN) + extra),
+                  attention)
+
+
+KFTT_LOCATION = ("--location-max-len", "256")  # KFTT: up to 200 pieces (gold set), more than 100
+SYSTEMS: List[System] = [
+    # Table 1: each row adds one thing to the one above it (three seeds each)
+    luong("m30k_base", "m30k", SEEDS, "luong_base", *NO_DROPOUT, attention=False),
+    luong("m30k_reverse", "m30k", SEEDS, "luong_base", *REVERSE, *NO_DROPOUT, attention=False),
+    luong("m30k_dropout", "m30k", SEEDS, "luong_base", *REVERSE, *DROPOUT, attention=False),
+    luong("m30k_global_location", "m30k", SEEDS, "luong_global_location", "--no-input-feed", *ATTN),
+    luong("m30k_global_location_feed", "m30k", SEEDS, "luong_global_location", *ATTN),
+    luong("m30k_localp_general_feed", "m30k", SEEDS, "luong_localp", *ATTN),
+    # Table 4: the other scores and attentions, one seed (input feeding, reverse, dropout)
+    luong("m30k_global_dot_feed", "m30k", (1,), "luong_global_dot", *ATTN),
+    luong("m30k_global_general_feed", "m30k", (1,), "luong_global_general", *ATTN),
+    luong("m30k_localm_dot_feed", "m30k", (1,), "luong_localm", "--attention-score", "dot", *ATTN),
+    luong("m30k_localm_general_feed", "m30k", (1,), "luong_localm", *ATTN),
+    luong("m30k_localp_dot_feed", "m30k", (1,), "luong_localp", "--attention-score", "dot", *ATTN),
+    # KFTT ja->en: Table 6 (AER) and Bahdanau et al.'s Figure 2 (BLEU by length)
+    luong("kftt_global_location_feed", "kftt", (1,), "luong_global_location", *ATTN, *KFTT_LOCATION),
+    luong("kftt_localm_general_feed", "kftt", (1,), "luong_localm", *ATTN),
+    luong("kftt_localp_general_feed", "kftt", (1,), "luong_localp", *ATTN),
+    luong("kftt_base_dropout", "kftt", (1,), "luong_base", *REVERSE, *DROPOUT, attention=False),
+    System("kftt_rnnsearch", "kftt", (1,), ("--arch", "rnnsearch", *RNNSEARCH_SIZE, *RNNSEARCH_TRAIN), True),
+]
+BY_NAME = {s.name: s for s in SYSTEMS}
+# The ensemble row: eight attention models, as the paper's (its 8 mix scores and attentions)
+ENSEMBLE = [("m30k_global_location_feed", 1), ("m30k_global_dot_feed", 1), ("m30k_global_general_feed", 1),
+            ("m30k_localm_dot_feed", 1), ("m30k_localm_general_feed", 1), ("m30k_localp_dot_feed", 1),
+            ("m30k_localp_general_feed", 1), ("m30k_localp_general_feed", 2)]
+AER_SYSTEMS = ["kftt_global_location_feed", "kftt_localm_general_feed", "kftt_localp_general_feed"]
+FIG2_SYSTEMS = [("RNNsearch", "kftt_rnnsearch"), ("RNNencdec (luong_base)", "kftt_base_dropout"),
+                ("global (location)", "kftt_global_location_feed"), ("local-p (general)", "kftt_localp_general_feed")]
+PERSPE_SYSTEMS = {"spe_spe": ["--encoder-pos", "spe", "--decoder-pos", "spe"],
+                  "spe_perspe": ["--encoder-pos", "spe", "--decoder-pos", "perspe", "--perturb-range", "1",
+                                 "--perturb-unit", "phrase"]}
+PERSPE_SEEDS = (1, 2, 3)
+
+
+class Row(NamedTuple):
+    name: str
+    what: str
+    system: Optional[str]  # None: the ensemble
+    unk: bool
+    paper_ppl: Optional[float]
+    paper_bleu: Optional[float]
+
+
+# Luong et al. (2015), Table 1 (WMT'14 En->De, newstest2014: test perplexity, tokenised BLEU)
+TABLE1 = [
+    Row("base", "Base", "m30k_base", False, 10.6, 11.3),
+    Row("reverse", "+ reverse", "m30k_reverse", False, 9.9, 12.6),
+    Row("dropout", "+ dropout", "m30k_dropout", False, 8.1, 14.0),
+    Row("global_location", "+ global attention (location)", "m30k_global_location", False, 7.3, 16.8),
+    Row("feed_input", "+ feed input", "m30k_global_location_feed", False, 6.4, 18.1),
+    Row("localp_general", "+ local-p attention (general) + feed input", "m30k_localp_general_feed", False, 5.9, 19.0),
+    Row("unk_replace", "+ unk replace", "m30k_localp_general_feed", True, None, 20.9),
+    Row("ensemble", "ensemble of 8 models + unk replace", None, True, None, 23.0),
+]
+# Table 4: (system, paper ppl, paper BLEU, paper BLEU + unk); None = the paper's "x"
+TABLE4 = [
+    ("global (location)", "m30k_global_location_feed", 6.4, 18.1, 19.3),
+    ("global (dot)", "m30k_global_dot_feed", 6.1, 18.6, 20.5),
+    ("global (general)", "m30k_global_general_feed", 6.1, 17.3, 19.1),
+    ("local-m (dot)", "m30k_localm_dot_feed", ">7.0", None, None),
+    ("local-m (general)", "m30k_localm_general_feed", 6.2, 18.6, 20.4),
+    ("local-p (dot)", "m30k_localp_dot_feed", 6.6, 18.0, 19.6),
+    ("local-p (general)", "m30k_localp_general_feed", 5.9, 19.0, 20.9),
+]
+# Table 6 (RWTH En-De gold alignments, AER)
+TABLE6_PAPER = {"kftt_global_location_feed": 0.39, "kftt_localm_general_feed": 0.34,
+                "kftt_localp_general_feed": 0.36, "ensemble": 0.34, "Berkeley aligner": 0.32}
+
+
+def trainings(corpus: Optional[str] = None) -> List[Tuple[System, int]]:
+    """Every (system, seed) to train, seed 1 of every system first (so that a study cut
+    short has one of each), then the other seeds."""
+    chosen = [s for s in SYSTEMS if corpus in (None, s.corpus)]
+    order = [(s, 1) for s in chosen if 1 in s.seeds]
+    order += [(s, seed) for seed in (2, 3) for s in chosen if seed in s.seeds]
+    return order
+
+
+# ---------------------------------------------------------------------------------
+# The budget (run.sh --plan). Minutes per epoch measured on this machine (2 cores of an
+# AMD EPYC, AVX2, no GPU, torch 2.13.0, nothing else running, OMP_NUM_THREADS=2) with
+# `bash run.sh time SYSTEM` (200 updates of SYSTEM, extrapolated to its epoch; validation
+# not counted); with one thread the same took 1.25 times as long (m30k local-p: 0.95 against
+# 0.76 minutes). perSPE: examples/perspe/README.md's minutes per seed of PRESET=small
+# (2,000 updates of 2,048 tokens) on small_parallel_enja. Evaluation: an estimate.
+MINUTES_PER_EPOCH = {"m30k_base": 0.38, "m30k_attention": 0.76, "kftt_base": 0.98,
+                     "kftt_attention": 1.27, "kftt_rnnsearch": 2.19}
+ONE_THREAD_FACTOR = 1.25
+PERSPE_MINUTES_PER_SEED = 11.0
+EVAL_MINUTES = 30.0
+
+
+def budget_key(system: System) -> str:
+    if system.name == "kftt_rnnsearch":
+        return "kftt_rnnsearch"
+    return f"{system.corpus}_{'attention' if system.attention else 'base'}"
+
+
+def cmd_plan(args):
+    total = 0.0
+    print(f"{'training':40s} {'seed':>4s} {'epochs':>6s} {'minutes':>8s}")
+    for system, seed in trainings():
+        minutes = EPOCHS * MINUTES_PER_EPOCH[budget_key(system)]
+        total += minutes
+        print(f"{system.name:40s} {seed:4d} {EPOCHS:6d} {minutes:8.1f}")
+    for name in PERSPE_SYSTEMS:
+        for seed in PERSPE_SEEDS:
+            total += PERSPE_MINUTES_PER_SEED
+            print(f"{'perspe ' + name:40s} {seed:4d} {'2000u':>6s} {PERSPE_MINUTES_PER_SEED:8.1f}")
+    total += EVAL_MINUTES
+    print(f"{'evaluation (translate, align, score)':40s} {'':4s} {'':6s} {EVAL_MINUTES:8.1f}")
+    n = len(trainings()) + len(PERSPE_SYSTEMS) * len(PERSPE_SEEDS)
+    print(f"total: {n} trainings, about {total / 60:.1f} hours on 2 cores with nothing else running "
+          f"(OMP_NUM_THREADS=2), {total * ONE_THREAD_FACTOR / 60:.1f} hours with one thread (leaving a "
+          "core for other work); minutes per epoch measured by `run.sh time` (study.py)")
+
+
+def cmd_systems(args):
+    for system, seed in trainings(args.corpus):
+        print(system.name, seed, system.corpus)
+
+
+def cmd_attention(args):
+    """exit status 0 when system NAME has attention (its translations get unk replacement)"""
+    sys.exit(0 if BY_NAME[args.name].attention else 1)
+
+
+def cmd_ensemble(args):
+    print(" ".join(f"{name}.s{seed}" for name, seed in ENSEMBLE))
+
+
+def cmd_long_line(args):
+    """The heat maps' sentence: the test line (1-based) of 30-40 source words closest to 35."""
+    lengths = [len(line.split()) for line in read_plain(args.source)]
+    candidates = [i for i, n in enumerate(lengths) if 30 <= n <= 40] or range(len(lengths))
+    print(1 + min(candidates, key=lambda i: (abs(lengths[i] - 35), i)))
+
+
+def cmd_args(args):
+    if args.name not in BY_NAME:
+        raise SystemExit(f"error: unknown system {args.name!r} (known: {' '.join(BY_NAME)})")
+    print("\n".join(BY_NAME[args.name].options()))
+
+
+def read_plain(path: str) -> List[str]:
+    """Lines of a text file, split at "\\n" only."""
+    with open(path, "rb") as f:
+        return [raw.rstrip(b"\n").decode("utf-8") for raw in f]
+
+
+# ---------------------------------------------------------------------------------
+# The report
+def load_json(path: str):
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def mean_sd(values: Sequence[float]) -> Tuple[Optional[float], Optional[float]]:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def fmt(x, spec=".2f", none="-"):
+    return none if x is None else format(x, spec)
+
+
+def fmt_ms(values: Sequence[float], spec=".2f") -> str:
+    m, sd = mean_sd(values)
+    if m is None:
+        return "-"
+    return f"{m:{spec}}" + ("" if sd is None else f" ± {sd:{spec}}")
+
+
+class Study:
+    """What WORK holds: scores of each system and seed, written by run.sh eval."""
+
+    def __init__(self, work: str, gold: str):
+        self.work = work
+        self.gold = gold  # kftt_gold_align_ja_en
+
+    def path(self, *parts) -> str:
+        return os.path.join(self.work, *parts)
+
+    def system_dir(self, name: str, seed: int) -> str:
+        return self.path("systems", f"{name}.s{seed}")
+
+    def bleu(self, name: str, seed: int, unk: bool = False) -> Optional[float]:
+        s = load_json(os.path.join(self.system_dir(name, seed), "test.unk.bleu.json" if unk else "test.bleu.json"))
+        return None if s is None else s["score"]
+
+    def ppl(self, name: str, seed: int) -> Optional[float]:
+        s = load_json(os.path.join(self.system_dir(name, seed), "test_ppl.json"))
+        return None if s is None else s["ppl"]
+
+    def hyp(self, name: str, seed: int, unk: bool = False) -> str:
+        return os.path.join(self.system_dir(name, seed), "test.unk.detok" if unk else "test.detok")
+
+    def seeds(self, name: str) -> Tuple[int, ...]:
+        return BY_NAME[name].seeds
+
+    def closest_to_mean(self, name: str, unk: bool) -> Optional[int]:
+        scores = {s: self.bleu(name, s, unk) for s in self.seeds(name)}
+        scores = {s: b for s, b in scores.items() if b is not None}
+        if not scores:
+            return None
+        m = statistics.mean(scores.values())
+        return min(scores, key=lambda s: (abs(scores[s] - m), s))
+
+
+def paired_bootstrap(ref: str, baseline: str, system: str, n: int = 1000) -> Optional[dict]:
+    """``sacrebleu REF -i BASELINE SYSTEM --paired-bs`` (Koehn 2004; 1,000 resamples,
+    sacreBLEU's fixed seed): {"p": p-value of SYSTEM against BASELINE, "base", "score"}.
+    Both files detokenised, one translation a line, against the raw reference."""
+    import subprocess
+
+    if not (os.path.exists(baseline) and os.path.exists(system)):
+        return None
+    proc = subprocess.run(["sacrebleu", ref, "-i", baseline, system, "--paired-bs", "--paired-bs-n", str(n),
+                           "-m", "bleu", "-f", "json"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: sacrebleu --paired-bs failed on {baseline} {system}:\n{proc.stderr[-2000:]}")
+    base, other = json.loads(proc.stdout)
+    return {"p": other["BLEU"]["p_value"], "base": base["BLEU"]["score"], "score": other["BLEU"]["score"]}
+
+
+def verdict(gain: Optional[float], se: Optional[float], p: Optional[float], higher_is_better: bool = True) -> str:
+    """holds: in the paper's direction beyond twice the seeds' standard error and the
+    paired bootstrap (p < 0.05); does not hold: the opposite, by the same two tests;
+    inconclusive otherwise (a difference inside the seed spread, or untested)."""
+    if gain is None:
+        return "not run"
+    sign = 1 if higher_is_better else -1
+    signed = sign * gain
+    beyond_seeds = se is not None and abs(gain) > 2 * se
+    significant = p is not None and p < 0.05
+    if signed > 0 and beyond_seeds and significant:
+        return "holds"
+    if signed < 0 and beyond_seeds and significant:
+        return "does not hold"
+    return "inconclusive"
+
+
+def se_of_difference(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
+    """Standard error of mean(b) - mean(a) from the seeds (Welch); None with one seed on a side."""
+    a, b = [x for x in a if x is not None], [x for x in b if x is not None]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    return math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+
+
+# ---------------------------------------------------------------------------------
+# AER with a paired bootstrap over the gold sentences
+def _links(line: str, one_based: bool) -> Tuple[set, set]:
+    """(sure, possible) links (i, j) of one line: "i-j" sure, "ipj" possible (TALP)."""
+    sure, possible = set(), set()
+    for item in line.split():
+        sep = "-" if "-" in item else "p"
+        i, j = item.split(sep)
+        link = (int(i) - one_based, int(j) - one_based)
+        possible.add(link)
+        if sep == "-":
+            sure.add(link)
+    return sure, possible
+
+
+def aer_sentences(gold: str, test: str, first_text: str, second_text: str) -> List[Tuple[int, int, int, int]]:
+    """Per gold sentence (|A & S|, |A & P|, |A|, |S|): gold 1-based, test 0-based Pharaoh
+    (force_align.py, diagonal_align.py), both first side = Japanese; gold links past the end
+    of their sentence are dropped (6 in the KFTT set), as aer.py --drop-out-of-range-gold."""
+    golds, tests = read_plain(gold), read_plain(test)
+    firsts, seconds = read_plain(first_text), read_plain(second_text)
+    if not (len(golds) == len(tests) == len(firsts) == len(seconds)):
+        raise SystemExit(f"error: {gold}, {test}, {first_text}, {second_text} differ in line count")
+    rows = []
+    for g, t, a, b in zip(golds, tests, firsts, seconds):
+        n, m = len(a.split()), len(b.split())
+        sure, possible = _links(g, True)
+        inside = lambda link: 0 <= link[0] < n and 0 <= link[1] < m  # noqa: E731
+        sure, possible = {x for x in sure if inside(x)}, {x for x in possible if inside(x)}
+        found = _links(t, False)[1]
+        rows.append((len(found & sure), len(found & possible), len(found), len(sure)))
+    return rows
+
+
+def aer_of(rows) -> float:
+    a_s = sum(r[0] for r in rows)
+    a_p = sum(r[1] for r in rows)
+    a = sum(r[2] for r in rows)
+    s = sum(r[3] for r in rows)
+    return 1.0 - (a_s + a_p) / (a + s)
+
+
+def paired_bootstrap_aer(rows_a, rows_b, n: int = 1000, seed: int = 12345) -> float:
+    """p-value that B's AER is not below A's: the share of resamples (sentences drawn with
+    replacement, the same for both) in which AER(B) >= AER(A)."""
+    rng = random.Random(seed)
+    k = len(rows_a)
+    worse = 0
+    for _ in range(n):
+        idx = [rng.randrange(k) for _ in range(k)]
+        if aer_of([rows_b[i] for i in idx]) >= aer_of([rows_a[i] for i in idx]):
+            worse += 1
+    return worse / n
+
+
+# ---------------------------------------------------------------------------------
+# BLEU on groups of sentences
+def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], **kw) -> float:
+    import sacrebleu
+
+    return sacrebleu.corpus_bleu(list(hyps), [list(refs)], **kw).score
+
+
+def long_short_drop(hyps, refs, lengths, cut) -> float:
+    """BLEU of the sentences longer than ``cut`` source words minus BLEU of the others."""
+    long = [i for i, n in enumerate(lengths) if n > cut]
+    short = [i for i, n in enumerate(lengths) if n <= cut]
+    return (corpus_bleu([hyps[i] for i in long], [refs[i] for i in long])
+            - corpus_bleu([hyps[i] for i in short], [refs[i] for i in short]))
+
+
+def bootstrap_drop_difference(sys_a, sys_b, refs, lengths, cut, n=1000, seed=12345):
+    """p-value that A falls off with length no more than B: resampling sentences (the same
+    for both), the share of resamples where drop(A) >= drop(B)."""
+    rng = random.Random(seed)
+    k = len(refs)
+    hits = 0
+    for _ in range(n):
+        idx = [rng.randrange(k) for _ in range(k)]
+        pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
+        d_a = long_short_drop(pick(sys_a), pick(refs), pick(lengths), cut)
+        d_b = long_short_drop(pick(sys_b), pick(refs), pick(lengths), cut)
+        hits += d_a >= d_b
+    return hits / n
+
+
+# ---------------------------------------------------------------------------------
+# The report itself
+def git_commits(study: "Study") -> List[str]:
+    """The commits that ran the trainings (run.sh writes WORK/systems/*/commit)."""
+    found = set()
+    systems = study.path("systems")
+    for d in sorted(os.listdir(systems)) if os.path.isdir(systems) else []:
+        path = os.path.join(systems, d, "commit")
+        if os.path.exists(path):
+            found.add(open(path).read().strip())
+    perspe = study.path("perspe", "systems")
+    if os.path.isdir(perspe):
+        for root, _, files in os.walk(perspe):
+            if "commit" in files:
+                found.add(open(os.path.join(root, "commit")).read().strip())
+    return sorted(found)
+
+
+def training_minutes(log_path: str) -> Optional[float]:
+    """fairseq's wall clock at the end of training (minutes), from its train.log."""
+    if not os.path.exists(log_path):
+        return None
+    wall = None
+    for line in open(log_path, encoding="utf-8", errors="replace"):
+        m = re.search(r"\| wall ([\d.]+)", line) or re.search(r"wall=([\d.]+)", line)
+        if m:
+            wall = float(m.group(1))
+    return None if wall is None else wall / 60
+
+
+def valid_curve(log_path: str) -> Tuple[List[float], List[float]]:
+    """(epochs, valid ppl) of a fairseq-train log."""
+    xs, ys = [], []
+    if os.path.exists(log_path):
+        for line in open(log_path, encoding="utf-8", errors="replace"):
+            m = re.search(r"\| valid \| epoch (\d+) \| .*\| ppl ([\d.]+)", line)
+            if m:
+                xs.append(int(m.group(1)))
+                ys.append(float(m.group(2)))
+    return xs, ys
+
+
+def cmd_report(args):
+    study = Study(args.work, os.path.join(args.shared, "kftt_gold_align_ja_en"))
+    out = args.out or study.path("report.md")
+    fig_dir = os.path.join(os.path.dirname(os.path.abspath(out)), "figures")
+    os.makedirs(fig_dir, exist_ok=True)
+    lines: List[str] = []
+    verdicts: List[Tuple[str, str, str, str]] = []  # (claim, paper, ours, verdict)
+    w = lines.append
+    commits = git_commits(study)
+    w("# The papers' claims in form, at small scale: report")
+    w("")
+    w(f"Written by `bash examples/luong2015_in_form/run.sh report` from `{args.work}`. "
+      f"Trainings made by commit(s) {', '.join(c[:10] for c in commits) or '(none recorded)'}.")
+    w("")
+    table1(study, w, verdicts, fig_dir)
+    table4(study, w, verdicts)
+    table6(study, w, verdicts)
+    figure2(study, w, verdicts, fig_dir)
+    perspe(study, w, verdicts)
+    curves(study, w, fig_dir)
+    heatmaps(study, w, fig_dir)
+    budget(study, w)
+    summary = ["## Verdicts", "",
+               "| claim | the paper | here | verdict |", "|---|---|---|---|"]
+    summary += [f"| {c} | {p} | {o} | {v} |" for c, p, o, v in verdicts]
+    summary += ["", "holds: in the paper's direction beyond twice the seeds' standard error of the "
+                "difference and by the paired bootstrap (p < 0.05); does not hold: significantly the "
+                "other way by the same tests; inconclusive: neither (inside the seed spread, or one "
+                "seed only where no spread can be estimated).", ""]
+    text = "\n".join(lines[:4] + summary + lines[4:]) + "\n"
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(text)
+
+
+def rel(path: str, out_dir: str) -> str:
+    return os.path.relpath(path, out_dir)
+
+
+def row_scores(study: Study, row: Row) -> Tuple[List[Optional[float]], List[Optional[float]]]:
+    if row.system is None:
+        s = load_json(study.path("eval", "ensemble", "test.unk.bleu.json"))
+        return [None if s is None else s["score"]], []
+    seeds = study.seeds(row.system)
+    bleus = [study.bleu(row.system, s, row.unk) for s in seeds]
+    ppls = [] if row.unk else [study.ppl(row.system, s) for s in seeds]
+    return bleus, ppls
+
+
+def row_hyp(study: Study, row: Row) -> Optional[str]:
+    """The translation the paired bootstrap compares: the seed closest to the row's mean."""
+    if row.system is None:
+        return study.path("eval", "ensemble", "test.unk.detok")
+    seed = study.closest_to_mean(row.system, row.unk)
+    return None if seed is None else study.hyp(row.system, seed, row.unk)
+
+
+def table1(study: Study, w, verdicts, fig_dir):
+    ref = study.path("data", "m30k", "raw", "test.de")
+    w("## Table 1 in form: the ladder (Multi30k En→De, words)")
+    w("")
+    w("Each row adds one change to the row above it, as Luong et al. (2015) Table 1. "
+      "BLEU: sacreBLEU (13a, mixed case) of the detokenised output against the raw German "
+      "reference of test_2016_flickr (1,000 sentences); ppl: perplexity of the test set "
+      "(as the paper's newstest2014 column), `<unk>` included. Mean ± sample sd over the seeds; "
+      "Δ: change from the row above (mean of ours; the paper's single runs); p: paired "
+      "bootstrap (sacreBLEU `--paired-bs`, 1,000 resamples) of the seed closest to the row's "
+      "mean against the row above's.")
+    w("")
+    w("| row | seeds | BLEU | Δ BLEU | p | paper BLEU (Δ) | test ppl | Δ ppl | paper ppl (Δ) | verdict BLEU | verdict ppl |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    prev = None
+    for row in TABLE1:
+        bleus, ppls = row_scores(study, row)
+        m_b, _ = mean_sd(bleus)
+        m_p, _ = mean_sd(ppls)
+        d_b = d_p = p = se_b = se_p = None
+        paper_d = paper_dp = None
+        if prev is not None:
+            pb, pp = row_scores(study, prev)
+            if m_b is not None and mean_sd(pb)[0] is not None:
+                d_b = m_b - mean_sd(pb)[0]
+                se_b = se_of_difference(pb, bleus)
+                if row.system is None or prev.system is None:
+                    se_b = None
+                test = paired_bootstrap(ref, row_hyp(study, prev) or "", row_hyp(study, row) or "")
+                p = None if test is None else test["p"]
+            if m_p is not None and mean_sd(pp)[0] is not None:
+                d_p = m_p - mean_sd(pp)[0]
+                se_p = se_of_difference(pp, ppls)
+            if row.paper_bleu is not None and prev.paper_bleu is not None:
+                paper_d = row.paper_bleu - prev.paper_bleu
+            if row.paper_ppl is not None and prev.paper_ppl is not None:
+                paper_dp = row.paper_ppl - prev.paper_ppl
+        v_b = verdict(d_b, se_b, p) if prev is not None else ""
+        v_p = verdict_seeds(d_p, se_p, higher_is_better=False) if prev is not None and ppls else ""
+        n_seeds = sum(b is not None for b in bleus)
+        w(f"| {row.what} | {n_seeds} | {fmt_ms(bleus)} | {fmt(d_b, '+.2f')} | {fmt(p, '.3f')} | "
+          f"{fmt(row.paper_bleu, '.1f')} ({fmt(paper_d, '+.1f')}) | {fmt_ms(ppls)} | {fmt(d_p, '+.2f')} | "
+          f"{fmt(row.paper_ppl, '.1f')} ({fmt(paper_dp, '+.1f')}) | {v_b} | {v_p} |")
+        if prev is not None:
+            verdicts.append((f"Table 1: {row.what}", f"{fmt(paper_d, '+.1f')} BLEU"
+                             + (f", {fmt(paper_dp, '+.1f')} ppl" if paper_dp is not None else ""),
+                             f"{fmt(d_b, '+.2f')} BLEU (p {fmt(p, '.3f')})"
+                             + (f", {fmt(d_p, '+.2f')} ppl" if d_p is not None else ""),
+                             v_b + (f" (BLEU); {v_p} (ppl)" if v_p else "")))
+        prev = row
+    w("")
+
+
+def verdict_seeds(gain, se, higher_is_better=True) -> str:
+    """A verdict from the seeds alone (perplexity has no paired bootstrap here)."""
+    if gain is None:
+        return "not run"
+    if se is None:
+        return "inconclusive"
+    signed = gain if higher_is_better else -gain
+    if abs(gain) <= 2 * se:
+        return "inconclusive"
+    return "holds" if signed > 0 else "does not hold"
+
+
+def table4(study: Study, w, verdicts):
+    ref = study.path("data", "m30k", "raw", "test.de")
+    w("## Table 4 in form: attention and score functions (Multi30k En→De)")
+    w("")
+    w("All with input feeding, reversed source and dropout, as the paper's. global (location) "
+      "and local-p (general) are the ladder's models (3 seeds: mean ± sd); the others one seed "
+      "(seed 1). +unk: unknown words replaced from the attended source word through an IBM "
+      "Model 1 dictionary of the training data (the paper's dictionary came from its own "
+      "aligner); p(unk): paired bootstrap of +unk against the same model without it.")
+    w("")
+    w("| attention (score) | seeds | test ppl | BLEU | BLEU +unk | p(unk) | paper ppl | paper BLEU | paper +unk |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    means = {}
+    for label, name, pppl, pbleu, punk in TABLE4:
+        seeds = study.seeds(name)
+        ppls = [study.ppl(name, s) for s in seeds]
+        b = [study.bleu(name, s) for s in seeds]
+        bu = [study.bleu(name, s, True) for s in seeds]
+        seed = study.closest_to_mean(name, False)
+        test = None if seed is None else paired_bootstrap(ref, study.hyp(name, seed), study.hyp(name, seed, True))
+        means[label] = (mean_sd(b)[0], mean_sd(bu)[0], mean_sd(ppls)[0], test)
+        w(f"| {label} | {sum(x is not None for x in b)} | {fmt_ms(ppls)} | {fmt_ms(b)} | {fmt_ms(bu)} | "
+          f"{fmt(test and test['p'], '.3f')} | {pppl} | {fmt(pbleu, '.1f', 'x')} | {fmt(punk, '.1f', 'x')} |")
+    w("")
+    # the seed spread of the ladder's two 3-seed models: the noise a one-seed difference must beat
+    spread = [mean_sd([study.bleu(n, s) for s in study.seeds(n)])[1] for n in
+              ("m30k_global_location_feed", "m30k_localp_general_feed")]
+    spread = [x for x in spread if x is not None]
+    sd = max(spread) if spread else None
+    gains = {k: (v[1] - v[0]) for k, v in means.items() if v[0] is not None and v[1] is not None}
+    if gains:
+        ok = [k for k, v in means.items() if v[3] is not None and v[3]["p"] < 0.05 and gains.get(k, 0) > 0]
+        w(f"Unk replacement: {fmt(min(gains.values()), '+.2f')} to {fmt(max(gains.values()), '+.2f')} BLEU "
+          f"(paper: +1.2 to +1.9); significant (p < 0.05) for {len(ok)} of {len(gains)} models.")
+        v = "holds" if len(ok) == len(gains) else ("does not hold" if all(g <= 0 for g in gains.values()) else "inconclusive")
+        verdicts.append(("Table 4: unk replacement helps every attention model", "+1.2 to +1.9 BLEU",
+                         f"{fmt(min(gains.values()), '+.2f')} to {fmt(max(gains.values()), '+.2f')}; "
+                         f"p < 0.05 for {len(ok)} of {len(gains)}", v))
+    scored = {k: v[0] for k, v in means.items() if v[0] is not None}
+    if scored and sd is not None:
+        best = max(scored, key=scored.get)
+        lp = scored.get("local-p (general)")
+        margin = None if lp is None else lp - max(v for k, v in scored.items() if k != "local-p (general)")
+        v = "holds" if margin is not None and margin > 2 * sd else (
+            "does not hold" if margin is not None and margin < -2 * sd else "inconclusive")
+        w(f"Best without unk replacement: {best} ({scored[best]:.2f}); local-p (general) minus the best "
+          f"other: {fmt(margin, '+.2f')} BLEU, against a seed sd of up to {sd:.2f} (the ladder's 3-seed models).")
+        verdicts.append(("Table 4: local-p (general) is the best model", "19.0 vs at most 18.6",
+                         f"{fmt(margin, '+.2f')} BLEU over the best other (seed sd {sd:.2f})", v))
+        g_dot, g_gen = scored.get("global (dot)"), scored.get("global (general)")
+        if g_dot is not None and g_gen is not None:
+            d = g_dot - g_gen
+            v = "holds" if d > 2 * sd else ("does not hold" if d < -2 * sd else "inconclusive")
+            verdicts.append(("Table 4: for global attention dot beats general", "18.6 vs 17.3 (+1.3)",
+                             f"{d:+.2f} BLEU (one seed each; seed sd {sd:.2f})", v))
+    w("")
+
+
+def table6(study: Study, w, verdicts):
+    gold_dir = study.gold
+    aer_dir = study.path("eval", "aer")
+    w("## Table 6 in form: alignment error rate (KFTT Ja→En, 582 gold pairs)")
+    w("")
+    w("Forced alignment of the gold sentences in the gold's own words (SentencePiece pieces "
+      "folded into words by `scripts/force_align.py`), one link per English word; AER against "
+      "the gold's sure and possible links (`scripts/aer.py`; the 6 gold links past their "
+      "sentence's end dropped). Paper convention: footnote 14 (a content-based a_t aligns the "
+      "input word y_{t-1}); fairseq: row t aligns y_t, as `--print-alignment`. The paper's "
+      "figures are for RWTH En-De, 4 x 1000 models on WMT'14: the ordering is the claim.")
+    w("")
+    w("| aligner | AER (footnote 14) | AER (as fairseq) | paper AER |")
+    w("|---|---|---|---|")
+    names = AER_SYSTEMS + ["ensemble", "diagonal"]
+    rows = {}
+    for name in names:
+        cells = []
+        for conv in ("paper", "fairseq"):
+            path = os.path.join(aer_dir, f"{name}.{conv}.align" if name != "diagonal" else "diagonal.align")
+            if os.path.exists(path) and gold_dir:
+                r = aer_sentences(os.path.join(gold_dir, "jaen.gold"), path, os.path.join(gold_dir, "jaen.ja"),
+                                  os.path.join(gold_dir, "jaen.en"))
+                rows[(name, conv)] = r
+                cells.append(f"{aer_of(r):.3f}")
+            else:
+                cells.append("-")
+        paper = TABLE6_PAPER.get(name)
+        label = {"ensemble": "ensemble of the three", "diagonal": "diagonal (lengths only)"}.get(name, name)
+        w(f"| {label} | {cells[0]} | {cells[1]} | {fmt(paper, '.2f')} |")
+    w(f"| Berkeley aligner (the paper's) | - | - | {TABLE6_PAPER['Berkeley aligner']:.2f} |")
+    w("")
+    glob = rows.get(("kftt_global_location_feed", "paper"))
+    for local in ("kftt_localm_general_feed", "kftt_localp_general_feed"):
+        loc = rows.get((local, "paper"))
+        if glob is None or loc is None:
+            continue
+        d = aer_of(loc) - aer_of(glob)
+        p = paired_bootstrap_aer(glob, loc)
+        v = "holds" if d < 0 and p < 0.05 else ("does not hold" if d > 0 and paired_bootstrap_aer(loc, glob) < 0.05
+                                                 else "inconclusive")
+        w(f"{local} minus global (location): {d:+.3f} AER (paired bootstrap over the gold sentences, "
+          f"p = {p:.3f}).")
+        verdicts.append((f"Table 6: {local.split('_')[1]} attention aligns better than global (location)",
+                         f"{TABLE6_PAPER[local]:.2f} vs 0.39", f"{aer_of(loc):.3f} vs {aer_of(glob):.3f} (p {p:.3f})", v))
+    diag = rows.get(("diagonal", "paper"))
+    if diag is not None and glob is not None:
+        w(f"The diagonal baseline: {aer_of(diag):.3f}.")
+    w("")
+
+
+def figure2(study: Study, w, verdicts, fig_dir):
+    from fairseq_luong.analysis.bleu_by_length import bleu_by_length, buckets
+    from fairseq_luong.analysis.plots import plot_bleu_by_length
+
+    src = study.path("data", "kftt", "text", "test.ja")
+    ref = study.path("data", "kftt", "text", "test.en")
+    w("## Bahdanau et al. (2014) Figure 2 in form: BLEU by source length (KFTT Ja→En)")
+    w("")
+    if not os.path.exists(src):
+        w("(not prepared)")
+        w("")
+        return
+    lengths = [len(x.split()) for x in read_plain(src)]
+    refs = read_plain(ref)
+    systems = {}
+    for label, name in FIG2_SYSTEMS:
+        hyp = study.hyp(name, 1)
+        if os.path.exists(hyp):
+            systems[label] = read_plain(hyp)
+    groups = buckets(list(range(5, 55, 5)))
+    if not systems:
+        w("(no system translated yet)")
+        w("")
+        return
+    scores, counts = bleu_by_length(lengths, refs, systems, groups)
+    w(f"The held-out KFTT tune sentences ({len(refs)}: tune without the gold-aligned ones and "
+      f"without the {(load_json(study.path('data', 'kftt', 'split', 'split.json')) or {}).get('valid', '?')} "
+      "used for validation), grouped by the number of Japanese "
+      "(MeCab) words; sacreBLEU 13a against the lower-cased tokenised reference. One seed each.")
+    w("")
+    w("| system | " + " | ".join(f"{b.label} ({c})" for b, c in zip(groups, counts)) + " | all |")
+    w("|---|" + "---|" * (len(groups) + 1))
+    for label, row in scores.items():
+        w(f"| {label} | " + " | ".join(fmt(x, '.1f') for x in row) + f" | {corpus_bleu(systems[label], refs):.2f} |")
+    w("")
+    png = plot_bleu_by_length([b.label for b in groups], list(scores.items()), os.path.join(fig_dir, "fig2_bleu_by_length.png"),
+                              title="KFTT Ja-En: BLEU by source length")
+    w(f"![BLEU by source length]({rel(png, os.path.dirname(fig_dir))})")
+    w("")
+    cut = 30  # the training data's longest sentences (KFTT 30K: at most 30 words)
+    if "RNNsearch" in systems and "RNNencdec (luong_base)" in systems:
+        drops = {k: long_short_drop(v, refs, lengths, cut) for k, v in systems.items()}
+        p = bootstrap_drop_difference(systems["RNNencdec (luong_base)"], systems["RNNsearch"], refs, lengths, cut)
+        n_long = sum(n > cut for n in lengths)
+        w(f"BLEU of the {n_long} sentences over {cut} words minus BLEU of the others: "
+          + ", ".join(f"{k} {v:+.2f}" for k, v in drops.items())
+          + f". The encoder-decoder falls off more than RNNsearch in {100 * (1 - p):.1f}% of 1,000 bootstrap "
+          f"resamples (p = {p:.3f}).")
+        d = drops["RNNencdec (luong_base)"] - drops["RNNsearch"]
+        v = "holds" if d < 0 and p < 0.05 else ("does not hold" if d > 0 and p > 0.95 else "inconclusive")
+        verdicts.append(("Bahdanau Fig. 2: without attention BLEU falls off with length, RNNsearch's does not",
+                         "RNNencdec drops past ~20 words, RNNsearch-50 flat",
+                         f"long - short: encdec {drops['RNNencdec (luong_base)']:+.2f}, RNNsearch "
+                         f"{drops['RNNsearch']:+.2f} (p {p:.3f})", v))
+    w("")
+
+
+def perspe(study: Study, w, verdicts):
+    w("## perSPE in form (KFTT En→Ja, `examples/perspe/run.sh` PRESET=small)")
+    w("")
+    base = study.path("perspe", "systems")
+    if not os.path.isdir(base):
+        w("(not trained yet)")
+        w("")
+        return
+    scores = {}
+    for name in PERSPE_SYSTEMS:
+        per = {}
+        for seed in PERSPE_SEEDS:
+            s = load_json(os.path.join(base, name, f"seed{seed}", "bleu.json"))
+            if s is not None and os.path.exists(os.path.join(base, name, f"seed{seed}", "trained")):
+                per[seed] = s["BLEU"]
+        scores[name] = per
+    w("SPE/SPE against SPE/perSPE (k = 1, one offset per Japanese phrase), 2 + 2 layers of 128, "
+      "2,000 updates of 2,048 tokens, beam 5, last checkpoint; BLEU: sacreBLEU ja-mecab on "
+      "normalised text (examples/perspe/score.py).")
+    w("")
+    w("| system | BLEU per seed | mean ± sd |")
+    w("|---|---|---|")
+    for name, per in scores.items():
+        w(f"| {name} | {' / '.join(f'{b:.2f}' for b in per.values()) or '-'} | {fmt_ms(list(per.values()))} |")
+    a, b = list(scores["spe_spe"].values()), list(scores["spe_perspe"].values())
+    if a and b:
+        d = statistics.mean(b) - statistics.mean(a)
+        se = se_of_difference(a, b)
+        p = perspe_paired(study, scores)
+        v = verdict(d, se, p)
+        w("")
+        w(f"SPE/perSPE - SPE/SPE: {d:+.2f} BLEU (seed se of the difference {fmt(se, '.2f')}; paired bootstrap "
+          f"of the seeds closest to each mean: p = {fmt(p, '.3f')}).")
+        verdicts.append(("perSPE: phrase-level perturbation of the decoder positions gains BLEU",
+                         "+0.4 (ASPEC, one run each)", f"{d:+.2f} (3 seeds; p {fmt(p, '.3f')})", v))
+    w("")
+
+
+def perspe_paired(study: Study, scores) -> Optional[float]:
+    """Paired bootstrap of the perSPE seed closest to its mean against the SPE one, on the
+    normalised text and ja-mecab tokens score.py uses."""
+    import subprocess
+
+    picks = {}
+    for name, per in scores.items():
+        if not per:
+            return None
+        m = statistics.mean(per.values())
+        picks[name] = min(per, key=lambda s: (abs(per[s] - m), s))
+    base = study.path("perspe", "systems")
+    tmp = study.path("eval", "perspe")
+    os.makedirs(tmp, exist_ok=True)
+    from fairseq_luong.data.text import normalize_line
+
+    files = {}
+    for name, seed in picks.items():
+        files[name] = os.path.join(tmp, f"{name}.seed{seed}.norm")
+        with open(files[name], "w", encoding="utf-8") as f:
+            f.writelines(normalize_line(x) + "\n" for x in read_plain(os.path.join(base, name, f"seed{seed}", "test.hyp")))
+    ref = os.path.join(tmp, "ref.norm")
+    with open(ref, "w", encoding="utf-8") as f:
+        f.writelines(normalize_line(x) + "\n" for x in read_plain(study.path("perspe", "raw", "test.ja")))
+    proc = subprocess.run(["sacrebleu", ref, "-i", files["spe_spe"], files["spe_perspe"], "--paired-bs", "-m", "bleu",
+                           "--tokenize", "ja-mecab", "-f", "json"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: sacrebleu --paired-bs failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)[1]["BLEU"]["p_value"]
+
+
+def curves(study: Study, w, fig_dir):
+    from fairseq_luong.analysis.plots import plot_panels
+
+    panels = []
+    for title, names in (("Multi30k ladder (seed 1)", [r.system for r in TABLE1[:6]]),
+                         ("KFTT Ja-En", [s for _, s in FIG2_SYSTEMS] + ["kftt_localm_general_feed"])):
+        series = []
+        for name in names:
+            xs, ys = valid_curve(os.path.join(study.system_dir(name, 1), "train.log"))
+            if xs:
+                series.append((name, xs, ys))
+        if series:
+            panels.append(("epoch", f"valid ppl, {title}", series, True))
+    if not panels:
+        return
+    png = plot_panels(panels, os.path.join(fig_dir, "learning_curves.png"))
+    w("## Learning curves")
+    w("")
+    w("Validation perplexity after each epoch (the same epochs for every system): a system that "
+      "had not converged would show it here.")
+    w("")
+    w(f"![learning curves]({rel(png, os.path.dirname(fig_dir))})")
+    w("")
+
+
+def heatmaps(study: Study, w, fig_dir):
+    import shutil
+
+    d = study.path("eval", "heatmaps")
+    if not os.path.isdir(d):
+        return
+    pngs = []
+    for label in sorted(os.listdir(d)):
+        for f in sorted(os.listdir(os.path.join(d, label))):
+            if f.endswith(".png"):
+                dst = os.path.join(fig_dir, f"heatmap_{label}_{f}")
+                shutil.copyfile(os.path.join(d, label, f), dst)
+                pngs.append((label, dst))
+    if not pngs:
+        return
+    w("## Attention on a long sentence (KFTT test)")
+    w("")
+    for label, png in pngs:
+        w(f"{label}:")
+        w("")
+        w(f"![{label}]({rel(png, os.path.dirname(fig_dir))})")
+        w("")
+
+
+def budget(study: Study, w):
+    w("## Time")
+    w("")
+    total = 0.0
+    rows = []
+    for system, seed in trainings():
+        m = training_minutes(os.path.join(study.system_dir(system.name, seed), "train.log"))
+        if m is not None:
+            total += m
+            rows.append((f"{system.name}.s{seed}", m))
+    base = study.path("perspe", "systems")
+    for name in PERSPE_SYSTEMS:
+        for seed in PERSPE_SEEDS:
+            m = training_minutes(os.path.join(base, name, f"seed{seed}", "train.log"))
+            if m is not None:
+                total += m
+                rows.append((f"perspe {name} seed {seed}", m))
+    w(f"{len(rows)} trainings, {total / 60:.1f} hours of fairseq-train wall clock in all: "
+      + ", ".join(f"{n} {m:.1f}" for n, m in rows) + " (minutes).")
+    w("")
+
+
+# ---------------------------------------------------------------------------------
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("systems")
+    p.add_argument("--corpus", choices=["m30k", "kftt"])
+    p.set_defaults(fn=cmd_systems)
+    p = sub.add_parser("args")
+    p.add_argument("name")
+    p.set_defaults(fn=cmd_args)
+    sub.add_parser("plan").set_defaults(fn=cmd_plan)
+    p = sub.add_parser("attention")
+    p.add_argument("name")
+    p.set_defaults(fn=cmd_attention)
+    sub.add_parser("ensemble").set_defaults(fn=cmd_ensemble)
+    sub.add_parser("aer-systems").set_defaults(fn=lambda a: print(" ".join(AER_SYSTEMS)))
+    sub.add_parser("heatmap-systems").set_defaults(
+        fn=lambda a: print(" ".join(["kftt_global_location_feed", "kftt_localp_general_feed", "kftt_rnnsearch"])))
+    sub.add_parser("perspe-systems").set_defaults(fn=lambda a: print(" ".join(PERSPE_SYSTEMS)))
+    p = sub.add_parser("long-line")
+    p.add_argument("source")
+    p.set_defaults(fn=cmd_long_line)
+    p = sub.add_parser("report")
+    p.add_argument("work")
+    p.add_argument("--out", help="report.md (default: WORK/report.md, figures in WORK/figures)")
+    p.add_argument("--shared", required=True, help="the data folder (kftt_gold_align_ja_en)")
+    p.set_defaults(fn=cmd_report)
+    args = parser.parse_args(argv)
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
