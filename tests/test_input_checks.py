@@ -189,6 +189,8 @@ def test_report_scores_the_detokenised_d_lines_and_says_so(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--minutes", "abc"], "--minutes abc: give the training time in minutes, a positive number"),
     (["--minutes", "0"], "--minutes 0: give the training time in minutes"),
+    (["--updates", "0"], "--updates 0: give the number of updates, a positive whole number"),
+    (["--updates", "1e3"], "--updates 1e3: give the number of updates"),
     (["--seed", "1.5"], "--seed 1.5: give a non-negative integer"),
     (["--arch"], "--arch needs a value"),
     (["--bogus"], "unknown option --bogus"),

@@ -22,6 +22,8 @@
 #   --work-dir DIR   everything goes here (default: runs/luong2015_in_form in the checkout)
 #   --beam N         beam size of every translation (default: 5)
 #   --slice N        use the first N training pairs of each corpus (tests; default: all)
+#   --epochs N       epochs of every system (default: 10, the paper's; tests: fewer)
+#   --size H         units of every layer (default: 128; tests: fewer)
 #   -- ARGS          after `train SYSTEM`: extra fairseq-train options (they override the
 #                    system's; the key of the training records them)
 #
@@ -33,16 +35,18 @@ REPO="$(cd "$HERE/../.." && pwd)"
 RECIPE=in_form
 STUDY="$HERE/study.py" TOOLS_DATA="$HERE/data_tools.py"
 
-SHARED="$REPO/../shared/data" WORK="$REPO/runs/luong2015_in_form" BEAM=5 SLICE=0
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+SHARED="$REPO/../shared/data" WORK="$REPO/runs/luong2015_in_form" BEAM=5 SLICE=0 EPOCHS=10 SIZE=128
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 source "$REPO/examples/common/recipe.sh"
-declare -A OPTS=([--shared]=SHARED [--work-dir]=WORK [--beam]=BEAM [--slice]=SLICE)
+declare -A OPTS=([--shared]=SHARED [--work-dir]=WORK [--beam]=BEAM [--slice]=SLICE [--epochs]=EPOCHS [--size]=SIZE)
 PLAN=0; ARGS=()
 for a in "$@"; do [[ "$a" == --plan ]] && PLAN=1 || ARGS+=("$a"); done
 parse_options "${ARGS[@]+"${ARGS[@]}"}"
 set -- "${POS[@]+"${POS[@]}"}"
 [[ "$BEAM" =~ ^[1-9][0-9]*$ ]] || die "--beam $BEAM: give a positive whole number"
 [[ "$SLICE" =~ ^[0-9]+$ ]] || die "--slice $SLICE: give a whole number (0: all pairs)"
+[[ "$EPOCHS" =~ ^[1-9][0-9]*$ ]] || die "--epochs $EPOCHS: give a positive whole number"
+[[ "$SIZE" =~ ^[1-9][0-9]*$ && $(( SIZE % 2 )) == 0 ]] || die "--size $SIZE: give a positive even number"
 if (( PLAN )); then command -v python >/dev/null && python "$STUDY" plan; exit 0; fi
 recipe_init
 M30K="$WORK/data/m30k" KFTT="$WORK/data/kftt" ENJA="$WORK/data/kftt_enja"
@@ -69,7 +73,7 @@ data: $(data_key "$d"/{train,valid,test}.{en,de})"
   say "Multi30k: Moses tokenisation (case kept), vocabularies of the $M30K_SRC_WORDS English and \
 $M30K_TGT_WORDS German words (the rest: <unk>)"
   mkdir -p "$M30K/raw" "$M30K/tok"
-  python "$REPO/scripts/check_parallel.py" --trainpref "$d/train" --validpref "$d/valid" --testpref "$d/test" \
+  python "$REPO/scripts/data/check_parallel.py" --trainpref "$d/train" --validpref "$d/valid" --testpref "$d/test" \
     -s en -t de >&2
   for split in train valid test; do for lang in en de; do
     slice_copy "$split" "$d/$split.$lang" "$M30K/raw/$split.$lang"
@@ -107,7 +111,7 @@ data: $(data_key "$d"/{train,tune}.{ja,en} "$g"/jaen.{ja,en})"
   for split in train valid test; do for lang in ja en; do
     slice_copy "$split" "$KFTT/split/$split.$lang" "$KFTT/split/$split.$lang"
   done; done
-  python "$REPO/scripts/check_parallel.py" --trainpref "$KFTT/split/train" --validpref "$KFTT/split/valid" \
+  python "$REPO/scripts/data/check_parallel.py" --trainpref "$KFTT/split/train" --validpref "$KFTT/split/valid" \
     --testpref "$KFTT/split/test" -s ja -t en >&2
   # Ja->En: English lower-cased, as the gold set's (force_align.py reads its sentences)
   for split in train valid test; do
@@ -180,7 +184,7 @@ train_one() {  # train_one SYSTEM SEED [extra fairseq-train options]
   python "$STUDY" systems | awk -v n="$name" -v s="$seed" '$1 == n && $2 == s {f = 1} END {exit !f}' \
     || die "$name has no seed $seed in the study (bash $0 systems)"
   bin="$(corpus_bin "$corpus")"
-  mapfile -t args < <(python "$STUDY" args "$name")
+  mapfile -t args < <(python "$STUDY" args "$name" --epochs "$EPOCHS" --size "$SIZE")
   mkdir -p "$WORK/systems/$name.s$seed"
   git -C "$REPO" rev-parse HEAD > "$WORK/systems/$name.s$seed/commit" 2>/dev/null || true
   train_system "$name.s$seed" "$bin" "$(cat "$bin/.done.key")" "${args[@]}" --seed "$seed" "$@"
@@ -218,7 +222,7 @@ time_system() {
   corpus="$(python "$STUDY" systems | awk -v n="$name" '$1 == n {print $3; exit}')"
   [[ -n "$corpus" ]] || die "unknown system '$name'"
   bin="$(corpus_bin "$corpus")"
-  mapfile -t args < <(python "$STUDY" args "$name")
+  mapfile -t args < <(python "$STUDY" args "$name" --epochs "$EPOCHS" --size "$SIZE")
   local dir="$WORK/timing/$name"; rm -rf "$dir"; mkdir -p "$dir"
   fairseq-train "$bin" --user-dir "$REPO/fairseq_luong" "${args[@]}" --seed 1 --max-update 201 \
     --log-interval 1 --log-format simple --no-progress-bar --disable-validation --no-save \
@@ -330,7 +334,7 @@ evaluate_alignment() {
   for conv in paper fairseq; do
     local flag=(); [[ "$conv" == paper ]] && flag=(--paper-convention)
     if ! fresh "$dir/$name.$conv.aer" "$key"; then
-      python "$REPO/scripts/force_align.py" "$KFTT/bin" --path "$path" -s ja -t en --source "$g/jaen.ja" \
+      python "$REPO/scripts/eval/force_align.py" "$KFTT/bin" --path "$path" -s ja -t en --source "$g/jaen.ja" \
         --target "$g/jaen.en" --spm-model "$KFTT/spm/ja.model" --spm-model-target "$KFTT/spm/en.model" \
         "${flag[@]+"${flag[@]}"}" --output "$dir/$name.$conv.align" 2> "$dir/$name.$conv.align.log" \
         || { tail -5 "$dir/$name.$conv.align.log" >&2; die "force_align.py failed for $name"; }
@@ -343,7 +347,7 @@ evaluate_alignment() {
 
 aer_of() {  # aer_of PREFIX: PREFIX.aer from PREFIX.align against the KFTT gold (ja-en, 1-based)
   local g="$SHARED/kftt_gold_align_ja_en"
-  python "$REPO/scripts/aer.py" "$g/jaen.gold" "$1.align" --first-text "$g/jaen.ja" --second-text "$g/jaen.en" \
+  python "$REPO/scripts/eval/aer.py" "$g/jaen.gold" "$1.align" --first-text "$g/jaen.ja" --second-text "$g/jaen.en" \
     --drop-out-of-range-gold > "$1.aer.part" 2> "$1.aer.log" \
     || { tail -5 "$1.aer.log" >&2; die "aer.py failed on $1.align ($1.aer.log)"; }
   mv "$1.aer.part" "$1.aer"
@@ -352,7 +356,7 @@ aer_of() {  # aer_of PREFIX: PREFIX.aer from PREFIX.align against the KFTT gold 
 evaluate_diagonal() {
   local dir="$WORK/eval/aer" g="$SHARED/kftt_gold_align_ja_en"
   mkdir -p "$dir"
-  python "$REPO/scripts/diagonal_align.py" --source "$g/jaen.ja" --target "$g/jaen.en" > "$dir/diagonal.align"
+  python "$REPO/scripts/eval/diagonal_align.py" --source "$g/jaen.ja" --target "$g/jaen.en" > "$dir/diagonal.align"
   aer_of "$dir/diagonal"
   say "AER diagonal: $(head -1 "$dir/diagonal.aer")"
 }
@@ -365,7 +369,7 @@ heatmap() {
   fresh "$png" "$key" && return
   if [[ "$corpus" == kftt ]]; then src="$KFTT/text/test.ja" spm=(--spm-model "$KFTT/spm/ja.model")
   else src="$M30K/tok/test.en"; fi
-  python "$REPO/scripts/plot_attention.py" "$(corpus_bin "$corpus")" --path "$WORK/systems/$label/model.pt" \
+  python "$REPO/scripts/eval/plot_attention.py" "$(corpus_bin "$corpus")" --path "$WORK/systems/$label/model.pt" \
     --source "$src" --lines "$line" --beam "$BEAM" "${spm[@]+"${spm[@]}"}" --out-dir "$dir/$label" \
     > "$dir/$label/attention.log" 2>&1 || { tail -20 "$dir/$label/attention.log" >&2; die "plot_attention.py failed for $label"; }
   stamp "$png" "$key"
@@ -390,12 +394,31 @@ evaluate() {
   fi
   if [[ -d "$WORK/perspe/systems" ]]; then
     for name in $(python "$STUDY" perspe-systems); do
-      local seeds; seeds="$(cd "$WORK/perspe/systems/$name" 2>/dev/null && ls -d seed*/trained 2>/dev/null \
-        | sed 's/^seed//; s|/trained$||' | sort -n | tr '\n' ' ')"
-      [[ -n "${seeds// /}" ]] && PERSPE_SEEDS="$seeds" perspe eval "$name"
+      for seed in 1 2 3; do
+        [[ -f "$WORK/perspe/systems/$name/seed$seed/trained" ]] && evaluate_perspe "$name" "$seed"
+      done
     done
   fi
   return 0
+}
+
+# evaluate_perspe NAME SEED: the perSPE seed's last checkpoint translates KFTT test (beam BEAM,
+# plain positions), scored by examples/perspe/score.py on normalised text (ja-mecab):
+# WORK/perspe/systems/NAME/seedSEED/study_test.{out,hyp}, study_bleu.json
+evaluate_perspe() {
+  local name="$1" seed="$2" dir="$WORK/perspe/systems/$1/seed$2"
+  local ckpt="$dir/checkpoints/checkpoint_last.pt"
+  local key; key="$(data_key "$ckpt") beam $BEAM"
+  fresh "$dir/study_bleu.json" "$key" && return
+  say "perSPE $name seed $seed: translating test (beam $BEAM)"
+  fairseq-generate "$WORK/perspe/data-bin" --user-dir "$REPO/fairseq_luong" --task translation_chunks -s en -t ja \
+    --gen-subset test --path "$ckpt" --beam "$BEAM" --batch-size 128 --post-process sentencepiece \
+    > "$dir/study_test.out" 2> "$dir/study_test.log" \
+    || { tail -20 "$dir/study_test.log" >&2; die "fairseq-generate failed for perSPE $name seed $seed"; }
+  python "$TOOLS" hyps "$dir/study_test.out" --ref "$WORK/perspe/raw/test.ja" > "$dir/study_test.hyp"
+  python "$REPO/examples/perspe/score.py" score --hyp "$dir/study_test.hyp" --ref "$WORK/perspe/raw/test.ja" \
+    --json "$dir/study_bleu.json"
+  stamp "$dir/study_bleu.json" "$key"
 }
 
 report_all() {

@@ -11,15 +11,21 @@ and training options), the rows of Luong et al.'s Tables 1, 4 and 6 with the pap
 numbers, Bahdanau et al.'s Figure 2 and perSPE's claim.
 """
 import argparse
-import collections
 import json
 import math
 import os
 import random
-import re
 import statistics
 import sys
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+
+def read_lines(path: str) -> List[str]:
+    """The package's line reader (fairseq_luong.data.text): imported on use, since importing
+    the package loads fairseq and torch (seconds), which the planning commands do not need."""
+    from fairseq_luong.data.text import read_lines as package_read_lines
+
+    return package_read_lines(path)
 
 # ---------------------------------------------------------------------------------
 # The protocol (Luong et al. 2015, section 4.1) at small scale.
@@ -60,8 +66,21 @@ class System(NamedTuple):
     args: Tuple[str, ...]
     attention: bool
 
-    def options(self) -> List[str]:
-        return list(self.args)
+    def options(self, epochs: int = EPOCHS, size: int = 128) -> List[str]:
+        """fairseq-train options; other ``epochs`` (the lr halved after half of them) and
+        ``size`` (units of every layer, embeddings and attention) make the same system smaller
+        or shorter, for tests (the study itself uses the defaults)."""
+        out = list(self.args)
+        sized = {"--encoder-embed-dim", "--decoder-embed-dim", "--encoder-hidden-size",
+                 "--decoder-hidden-size", "--attention-dim", "--maxout-dim"}
+        for i, word in enumerate(out[:-1]):
+            if word in sized:
+                out[i + 1] = str(size)
+            elif word == "--max-epoch":
+                out[i + 1] = str(epochs)
+            elif word == "--force-anneal":
+                out[i + 1] = str(epochs // 2 + 1)
+        return out
 
 
 def luong(name, corpus, seeds, arch, *extra, attention=True):
@@ -204,7 +223,7 @@ def cmd_ensemble(args):
 
 def cmd_long_line(args):
     """The heat maps' sentence: the test line (1-based) of 30-40 source words closest to 35."""
-    lengths = [len(line.split()) for line in read_plain(args.source)]
+    lengths = [len(line.split()) for line in read_lines(args.source)]
     candidates = [i for i, n in enumerate(lengths) if 30 <= n <= 40] or range(len(lengths))
     print(1 + min(candidates, key=lambda i: (abs(lengths[i] - 35), i)))
 
@@ -212,13 +231,7 @@ def cmd_long_line(args):
 def cmd_args(args):
     if args.name not in BY_NAME:
         raise SystemExit(f"error: unknown system {args.name!r} (known: {' '.join(BY_NAME)})")
-    print("\n".join(BY_NAME[args.name].options()))
-
-
-def read_plain(path: str) -> List[str]:
-    """Lines of a text file, split at "\\n" only."""
-    with open(path, "rb") as f:
-        return [raw.rstrip(b"\n").decode("utf-8") for raw in f]
+    print("\n".join(BY_NAME[args.name].options(args.epochs, args.size)))
 
 
 # ---------------------------------------------------------------------------------
@@ -327,44 +340,32 @@ def se_of_difference(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
 
 # ---------------------------------------------------------------------------------
 # AER with a paired bootstrap over the gold sentences
-def _links(line: str, one_based: bool) -> Tuple[set, set]:
-    """(sure, possible) links (i, j) of one line: "i-j" sure, "ipj" possible (TALP)."""
-    sure, possible = set(), set()
-    for item in line.split():
-        sep = "-" if "-" in item else "p"
-        i, j = item.split(sep)
-        link = (int(i) - one_based, int(j) - one_based)
-        possible.add(link)
-        if sep == "-":
-            sure.add(link)
-    return sure, possible
+def aer_sentences(gold: str, test: str, first_text: str, second_text: str):
+    """Per gold sentence, its AER counts (|A & S|, |A & P|, |A|, |S|): the gold 1-indexed,
+    the test 0-indexed (force_align.py, diagonal_align.py), both Japanese first; gold links
+    past the end of their sentence dropped (6 in the KFTT set), as aer.py
+    --drop-out-of-range-gold does."""
+    from fairseq_luong.analysis.alignment import Links, aer_counts, read_links
 
-
-def aer_sentences(gold: str, test: str, first_text: str, second_text: str) -> List[Tuple[int, int, int, int]]:
-    """Per gold sentence (|A & S|, |A & P|, |A|, |S|): gold 1-based, test 0-based Pharaoh
-    (force_align.py, diagonal_align.py), both first side = Japanese; gold links past the end
-    of their sentence are dropped (6 in the KFTT set), as aer.py --drop-out-of-range-gold."""
-    golds, tests = read_plain(gold), read_plain(test)
-    firsts, seconds = read_plain(first_text), read_plain(second_text)
+    golds = read_links(gold, one_based=True, target_first=False)
+    tests = read_links(test, one_based=False, target_first=False)
+    firsts, seconds = read_lines(first_text), read_lines(second_text)
     if not (len(golds) == len(tests) == len(firsts) == len(seconds)):
         raise SystemExit(f"error: {gold}, {test}, {first_text}, {second_text} differ in line count")
     rows = []
     for g, t, a, b in zip(golds, tests, firsts, seconds):
         n, m = len(a.split()), len(b.split())
-        sure, possible = _links(g, True)
         inside = lambda link: 0 <= link[0] < n and 0 <= link[1] < m  # noqa: E731
-        sure, possible = {x for x in sure if inside(x)}, {x for x in possible if inside(x)}
-        found = _links(t, False)[1]
-        rows.append((len(found & sure), len(found & possible), len(found), len(sure)))
+        g = Links({x for x in g.sure if inside(x)}, {x for x in g.possible if inside(x)})
+        rows.append(aer_counts([g], [t.sure | t.possible]))
     return rows
 
 
 def aer_of(rows) -> float:
-    a_s = sum(r[0] for r in rows)
-    a_p = sum(r[1] for r in rows)
-    a = sum(r[2] for r in rows)
-    s = sum(r[3] for r in rows)
-    return 1.0 - (a_s + a_p) / (a + s)
+    """AER of the summed counts of ``rows`` (AERCounts of aer_sentences)."""
+    from fairseq_luong.analysis.alignment import AERCounts
+
+    return AERCounts(*(sum(r[k] for r in rows) for k in range(4))).aer
 
 
 def paired_bootstrap_aer(rows_a, rows_b, n: int = 1000, seed: int = 12345) -> float:
@@ -431,26 +432,27 @@ def git_commits(study: "Study") -> List[str]:
 
 def training_minutes(log_path: str) -> Optional[float]:
     """fairseq's wall clock at the end of training (minutes), from its train.log."""
+    from fairseq_luong.analysis.training_log import read_training_log, wall_seconds
+
     if not os.path.exists(log_path):
         return None
-    wall = None
-    for line in open(log_path, encoding="utf-8", errors="replace"):
-        m = re.search(r"\| wall ([\d.]+)", line) or re.search(r"wall=([\d.]+)", line)
-        if m:
-            wall = float(m.group(1))
+    log = read_training_log(log_path)
+    records = log.train_inner + log.train
+    if not records:
+        return None
+    wall = wall_seconds(log, max(r.num_updates for r in records))
     return None if wall is None else wall / 60
 
 
 def valid_curve(log_path: str) -> Tuple[List[float], List[float]]:
     """(epochs, valid ppl) of a fairseq-train log."""
-    xs, ys = [], []
-    if os.path.exists(log_path):
-        for line in open(log_path, encoding="utf-8", errors="replace"):
-            m = re.search(r"\| valid \| epoch (\d+) \| .*\| ppl ([\d.]+)", line)
-            if m:
-                xs.append(int(m.group(1)))
-                ys.append(float(m.group(2)))
-    return xs, ys
+    from fairseq_luong.analysis.training_log import read_training_log
+
+    if not os.path.exists(log_path):
+        return [], []
+    log = read_training_log(log_path)
+    rows = [(r.epoch, r.stats["ppl"]) for r in log.valid.get("valid", []) if "ppl" in r.stats]
+    return [e for e, _ in rows], [p for _, p in rows]
 
 
 def cmd_report(args):
@@ -696,13 +698,13 @@ def figure2(study: Study, w, verdicts, fig_dir):
         w("(not prepared)")
         w("")
         return
-    lengths = [len(x.split()) for x in read_plain(src)]
-    refs = read_plain(ref)
+    lengths = [len(x.split()) for x in read_lines(src)]
+    refs = read_lines(ref)
     systems = {}
     for label, name in FIG2_SYSTEMS:
         hyp = study.hyp(name, 1)
         if os.path.exists(hyp):
-            systems[label] = read_plain(hyp)
+            systems[label] = read_lines(hyp)
     groups = buckets(list(range(5, 55, 5)))
     if not systems:
         w("(no system translated yet)")
@@ -753,7 +755,7 @@ def perspe(study: Study, w, verdicts):
     for name in PERSPE_SYSTEMS:
         per = {}
         for seed in PERSPE_SEEDS:
-            s = load_json(os.path.join(base, name, f"seed{seed}", "bleu.json"))
+            s = load_json(os.path.join(base, name, f"seed{seed}", "study_bleu.json"))
             if s is not None and os.path.exists(os.path.join(base, name, f"seed{seed}", "trained")):
                 per[seed] = s["BLEU"]
         scores[name] = per
@@ -799,10 +801,10 @@ def perspe_paired(study: Study, scores) -> Optional[float]:
     for name, seed in picks.items():
         files[name] = os.path.join(tmp, f"{name}.seed{seed}.norm")
         with open(files[name], "w", encoding="utf-8") as f:
-            f.writelines(normalize_line(x) + "\n" for x in read_plain(os.path.join(base, name, f"seed{seed}", "test.hyp")))
+            f.writelines(normalize_line(x) + "\n" for x in read_lines(os.path.join(base, name, f"seed{seed}", "study_test.hyp")))
     ref = os.path.join(tmp, "ref.norm")
     with open(ref, "w", encoding="utf-8") as f:
-        f.writelines(normalize_line(x) + "\n" for x in read_plain(study.path("perspe", "raw", "test.ja")))
+        f.writelines(normalize_line(x) + "\n" for x in read_lines(study.path("perspe", "raw", "test.ja")))
     proc = subprocess.run(["sacrebleu", ref, "-i", files["spe_spe"], files["spe_perspe"], "--paired-bs", "-m", "bleu",
                            "--tokenize", "ja-mecab", "-f", "json"], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -891,6 +893,8 @@ def main(argv=None):
     p.set_defaults(fn=cmd_systems)
     p = sub.add_parser("args")
     p.add_argument("name")
+    p.add_argument("--epochs", type=int, default=EPOCHS)
+    p.add_argument("--size", type=int, default=128)
     p.set_defaults(fn=cmd_args)
     sub.add_parser("plan").set_defaults(fn=cmd_plan)
     p = sub.add_parser("attention")
