@@ -202,6 +202,25 @@ def test_subword_folding_by_hand():
     assert one_to_one_links(words) == {(0, 0), (0, 1)}
 
 
+def test_segmenter_keeps_one_group_per_word_when_normalisation_splits_a_word(tmp_path):
+    """KFTT gold line 49 has the mojibake word "\u00e6\u00b4\u00aa": NFKC turns "\u00b4" into a space and
+    an accent, so encoding the line whole gives one word more than it has."""
+    import sentencepiece as spm
+
+    from fairseq_luong.analysis.segmentation import Segmenter
+
+    text = tmp_path / "text"
+    text.write_text("\n".join(f"the chinese character number {i} of ming" for i in range(200)) + "\n")
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "m"), vocab_size=30,
+                                   character_coverage=1.0, minloglevel=2)
+    line = "the character \u00e6\u00b4\u00aa of ming"
+    pieces, groups = Segmenter(str(tmp_path / "m.model"))(line, "gold:49")
+    assert len(pieces.split()) == len(groups) and groups == sorted(groups)
+    assert sorted(set(groups)) == [0, 1, 2, 3, 4]
+    whole = spm.SentencePieceProcessor(model_file=str(tmp_path / "m.model")).encode(line, out_type=str)
+    assert max(word_groups(whole, "\u2581")) + 1 == 6  # what the old line-at-once grouping saw
+
+
 @pytest.mark.parametrize("paper_convention", [False, True])
 def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, paper_convention):
     """The crafted model's step t attends to source word t alone (the EOS from t = n on):

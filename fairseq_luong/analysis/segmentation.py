@@ -23,10 +23,20 @@ class Segmenter:
 
     def __call__(self, line: str, where: str) -> Tuple[str, List[int]]:
         """(the tokens as a line, each token's word index); ValueError naming ``where``
-        if the pieces do not make the line's words."""
-        pieces = self.sp.encode(line.strip(), out_type=str) if self.sp else line.split()
-        groups = word_groups(pieces, self.marker)
-        n_groups = max(groups) + 1 if groups else 0
-        if self.sp is not None and n_groups != len(line.split()):
-            raise ValueError(f"{where}: {len(line.split())} words but the SentencePiece pieces make {n_groups}")
+        if a word makes no piece at all."""
+        if self.sp is None:
+            pieces = line.split()
+            groups = word_groups(pieces, self.marker)
+            return " ".join(pieces), groups
+        # each word on its own: SentencePiece's normalisation may split a word (NFKC turns
+        # "\u00b4" into a space and a combining accent), so a word's pieces are the pieces of
+        # that word, and the group of every piece is known by construction
+        pieces: List[str] = []
+        groups: List[int] = []
+        for i, word in enumerate(line.split()):
+            word_pieces = self.sp.encode(word, out_type=str)
+            if not word_pieces:
+                raise ValueError(f"{where}: word {i + 1} ({word!r}) makes no SentencePiece piece")
+            pieces.extend(word_pieces)
+            groups.extend([i] * len(word_pieces))
         return " ".join(pieces), groups
