@@ -13,8 +13,8 @@ import pytest
 
 from tests.helpers import REPO
 
-CHECK = [sys.executable, str(REPO / "scripts" / "check_parallel.py"), "-s", "en", "-t", "de"]  # run.sh's path
-REPORT = [sys.executable, str(REPO / "scripts" / "report_translations.py")]  # run.sh's path
+CHECK = [sys.executable, str(REPO / "scripts" / "data" / "check_parallel.py"), "-s", "en", "-t", "de"]  # run.sh's path
+REPORT = [sys.executable, str(REPO / "scripts" / "eval" / "report_translations.py")]  # run.sh's path
 
 
 def in_process(script, argv):

@@ -62,8 +62,8 @@ system_flags() {
       # --init-uniform 0.1: the paper's initialisation (and fairseq lstm's for its LSTMs).
       # --encoder-memory-dropout: dropout on the encoder's top outputs (the attention memory),
       # off by default since the paper and the authors' code have none there; fairseq's lstm
-      # has it (its dropout_out), and this benchmark was tuned with it (3001 updates in 25 min,
-      # test sacreBLEU 30.27): this recipe measures quality, it does not replicate the paper
+      # has it (its dropout_out), and this benchmark was tuned with it: this recipe measures
+      # quality, it does not replicate the paper (examples/luong2015_in_form does)
       MODEL=(--arch "$1" "${SIZE[@]}" --encoder-layers 2 --decoder-layers 2 --init-uniform 0.1
              --encoder-memory-dropout "$DROPOUT") ;;
     lstm)

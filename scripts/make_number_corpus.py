@@ -1,7 +1,0 @@
-#!/usr/bin/env python3
-"""scripts/data/make_number_corpus.py, kept at this path for run.sh (which calls it by this path)."""
-import os
-import runpy
-
-runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "make_number_corpus.py"),
-               run_name="__main__")
