@@ -94,7 +94,7 @@ def test_the_code_version_is_the_code_a_step_runs(tmp_path):
         (copy / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / f, copy / f)
     versions = ("code_train; code_generate; "
-                "code_version chunks $REPO/scripts/chunk_japanese.py; code_version text $REPO/scripts/normalize_text.py; "
+                "code_version chunks $REPO/scripts/data/chunk_japanese.py; code_version text $REPO/scripts/data/normalize_text.py; "
                 "code_version prepare $REPO/examples/wmt14_en_de/filter_pairs.py")
     before = shell(versions, tmp_path, copy).splitlines()
     assert len(set(before)) == 5 and all(v.startswith("code ") for v in before)
@@ -110,7 +110,7 @@ def test_the_code_version_is_the_code_a_step_runs(tmp_path):
     grammar.write_text(grammar.read_text() + "\n# a change\n")
     assert shell(versions, tmp_path, copy).splitlines()[2] != after[2]
     changed = subprocess.run([sys.executable, str(copy / "examples" / "common" / "code_version.py"), "diff", "/dev/null",
-                              str(copy / "scripts" / "chunk_japanese.py")], capture_output=True, text=True).stdout
+                              str(copy / "scripts" / "data" / "chunk_japanese.py")], capture_output=True, text=True).stdout
     assert "fairseq_luong/data/ja_chunk_grammar.txt (added)" in changed
 
 
@@ -276,7 +276,7 @@ def test_average_checkpoints(multi30k):
     ckpts = sorted((work / "systems" / "luong_localp" / "checkpoints").glob("checkpoint_*_*.pt"))
     assert len(ckpts) == 2  # updates 2 and 4
     out = work / "avg.pt"
-    subprocess.run([sys.executable, str(REPO / "scripts" / "average_checkpoints.py"),
+    subprocess.run([sys.executable, str(REPO / "scripts" / "train" / "average_checkpoints.py"),
                     "--inputs", *map(str, ckpts), "--output", str(out)], check=True,
                    capture_output=True)
     states = [torch.load(p, weights_only=True)["model"] for p in ckpts]
@@ -552,7 +552,7 @@ def gold_from_model(release, work, out):
         text = (release / f"newstest2014.{lang}").read_text(encoding="utf-8").splitlines(True)[:12]
         Path(f"{out}.{lang}").write_text("".join(text), encoding="utf-8")
     links = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "force_align.py"), str(work / "data-bin"), "--path",
+        [sys.executable, str(REPO / "scripts" / "eval" / "force_align.py"), str(work / "data-bin"), "--path",
          str(work / "systems" / "localp_general_feed" / "model.pt"), "-s", "en", "-t", "de",
          "--source", f"{out}.en", "--target", f"{out}.de", "--paper-convention"],
         capture_output=True, text=True, check=True).stdout.splitlines()

@@ -3,7 +3,7 @@
 
   hash ROOT... [--dist NAME...] [--manifest FILE]
         the version (12 hex digits) of the code that ROOTs run: each ROOT is a Python
-        file (a script such as scripts/chunk_japanese.py) or a package folder (what
+        file (a script such as scripts/data/chunk_japanese.py) or a package folder (what
         `import fairseq_luong` or fairseq's --user-dir runs); with --manifest, one
         "sha1 path" line per file into FILE
   diff MANIFEST ROOT... [--dist NAME...]

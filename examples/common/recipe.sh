@@ -176,7 +176,7 @@ code_score() { code_version score --dist sacrebleu; }
 # warm_code_versions: compute the shared code versions once, in this shell (keys are
 # mostly computed inside $(...), where the cache would be lost)
 warm_code_versions() { code_train > /dev/null; code_generate > /dev/null; code_score > /dev/null
-  code_version average "$REPO/scripts/average_checkpoints.py" > /dev/null; }
+  code_version average "$REPO/scripts/train/average_checkpoints.py" > /dev/null; }
 
 # same_or_refuse FILE KEY WHAT [HOW]: FILE holds KEY (or is new: then it gets it);
 # another key stops with the difference shown and HOW to go on
@@ -271,7 +271,7 @@ train_system() {
 # average_key NAME N: the key of WORK/systems/NAME/model.pt
 average_key() {
   printf '%s average %s final\n%s' "$(ident "$WORK/systems/$1/trained")" "$2" \
-    "$(code_version average "$REPO/scripts/average_checkpoints.py")"
+    "$(code_version average "$REPO/scripts/train/average_checkpoints.py")"
 }
 
 # average_last NAME N: WORK/systems/NAME/model.pt = the average of the last N saved

@@ -139,9 +139,9 @@ unlock_heavy() { if [[ -n "${PERSPE_LOCK:-}" ]]; then flock -u "$LOCK_FD"; exec 
 # prepare: five stages, each a folder stamped with the key of what made it:
 #   raw      the text as released (ASPEC, IWSLT + JParaCrawl, or DATA), spaces removed from
 #            segmented Japanese (JA_SEGMENTED=1)
-#   text     one normalisation (scripts/normalize_text.py)
+#   text     one normalisation (scripts/data/normalize_text.py)
 #   spm      the joint SentencePiece model and the pieces
-#   chunks   the Japanese phrases of train and dev (scripts/chunk_japanese.py + its grammar)
+#   chunks   the Japanese phrases of train and dev (scripts/data/chunk_japanese.py + its grammar)
 #   data-bin fairseq-preprocess --joined-dictionary and the phrase ids projected onto the
 #            pieces (train and valid .ja.chunks)
 # A stage is made again when its input's content, its settings or its code changed, or
@@ -162,13 +162,13 @@ stage_key() {  # stage_key STAGE: the key of WORK/STAGE/.done
         text:*)  printf 'source %s ja-segmented %s\ninputs %s\n%s' "$SOURCE" "$JA_SEGMENTED" \
                    "$(data_key "$DATA"/{train,dev,test}.{en,ja})" "$(code_version raw)" ;;
       esac ;;
-    text) printf 'from %s\n%s' "$(ident "$WORK/raw/.done")" "$(code_version text "$REPO/scripts/normalize_text.py")" ;;
+    text) printf 'from %s\n%s' "$(ident "$WORK/raw/.done")" "$(code_version text "$REPO/scripts/data/normalize_text.py")" ;;
     spm) printf 'vocab %s\nfrom %s\n%s' "$VOCAB" "$(ident "$WORK/text/.done")" \
            "$(code_version spm "$SPM_TOOL" --dist sentencepiece)" ;;
     chunks) printf 'from %s\n%s' "$(ident "$WORK/text/.done")" \
-              "$(code_version chunks "$REPO/scripts/chunk_japanese.py" --dist mecab-python3 ipadic nltk)" ;;
+              "$(code_version chunks "$REPO/scripts/data/chunk_japanese.py" --dist mecab-python3 ipadic nltk)" ;;
     data-bin) printf 'from %s and %s\n%s' "$(ident "$WORK/spm/.done")" "$(ident "$WORK/chunks/.done")" \
-                "$(code_version data-bin "$REPO/scripts/project_chunks.py" --dist sentencepiece ve-fairseq fairseq)" ;;
+                "$(code_version data-bin "$REPO/scripts/data/project_chunks.py" --dist sentencepiece ve-fairseq fairseq)" ;;
   esac
 }
 STAGES=(raw text spm chunks data-bin)
@@ -206,12 +206,12 @@ $JPARACRAWL_PAIRS random JParaCrawl pairs (JPARACRAWL_PAIRS=0 for IWSLT17 alone)
 make_text() {
   # One normalisation (NFKC, control and format characters, spacing) of both sides
   # before anything else; SentencePiece then runs with its identity rule.
-  say "normalising the raw text (scripts/normalize_text.py)"
+  say "normalising the raw text (scripts/data/normalize_text.py)"
   local ins=() outs=() split lang
   for split in train dev test; do for lang in en ja; do
     ins+=("$WORK/raw/$split.$lang"); outs+=("$WORK/text/$split.$lang")
   done; done
-  python "$REPO/scripts/normalize_text.py" -i "${ins[@]}" -o "${outs[@]}"
+  python "$REPO/scripts/data/normalize_text.py" -i "${ins[@]}" -o "${outs[@]}"
 }
 
 make_spm() {
@@ -230,7 +230,7 @@ make_spm() {
 make_chunks() {
   say "chunking train.ja and dev.ja (MeCab + nltk)"
   lock_heavy
-  python "$REPO/scripts/chunk_japanese.py" --workers "$(nproc)" \
+  python "$REPO/scripts/data/chunk_japanese.py" --workers "$(nproc)" \
     --input "$WORK/text/train.ja" "$WORK/text/dev.ja" \
     --output "$WORK/chunks/train.ja" "$WORK/chunks/dev.ja"
   unlock_heavy
@@ -246,7 +246,7 @@ make_data-bin() {
   # perturbs; test needs none). A line that cannot be projected is named and gets one
   # phrase per piece (token-level offsets); one odd sentence never stops the whole corpus
   say "projecting the phrases onto the pieces"
-  python "$REPO/scripts/project_chunks.py" --spm-model "$WORK/spm/joint.model" \
+  python "$REPO/scripts/data/project_chunks.py" --spm-model "$WORK/spm/joint.model" \
     --on-mismatch token --pieces "$WORK/spm/train.ja" "$WORK/spm/dev.ja" \
     --chunks "$WORK/chunks/train.ja" "$WORK/chunks/dev.ja" \
     --output "$WORK/data-bin/train.en-ja.ja.chunks" "$WORK/data-bin/valid.en-ja.ja.chunks"

@@ -217,7 +217,7 @@ get them from $URL/ (Luong et al.'s preprocessed WMT'14 data)"
   python "$HERE/filter_pairs.py" "$SRC_DIR/train.en" "$SRC_DIR/train.de" "$WORK/text/train" \
     --src-lang en --tgt-lang de --max-words 50
   # what fairseq-preprocess will read: the kept training pairs and the test sets
-  python "$REPO/scripts/check_parallel.py" --trainpref "$WORK/text/train" \
+  python "$REPO/scripts/data/check_parallel.py" --trainpref "$WORK/text/train" \
     --validpref "$SRC_DIR/newstest2013" --testpref "$SRC_DIR/newstest2014,$SRC_DIR/newstest2015" \
     "$SRC_DIR/newstest2012" -s en -t de --control-characters keep >&2
   for f in en de; do
@@ -423,7 +423,7 @@ align_key() {
   local key="" m
   for m in $(row_models "$1"); do key+="model $(ident "$WORK/systems/$m/model.pt")"$'\n'; done
   key+="gold: $(data_key "$GOLD" "$GOLD_TEXT.en" "$GOLD_TEXT.de") first $GOLD_FIRST"$'\n'
-  key+="$(code_version align "$REPO/scripts/force_align.py" "$REPO/scripts/aer.py" "${FAIRSEQ_DISTS[@]}")"
+  key+="$(code_version align "$REPO/scripts/eval/force_align.py" "$REPO/scripts/eval/aer.py" "${FAIRSEQ_DISTS[@]}")"
   printf '%s' "$key"
 }
 
@@ -449,10 +449,10 @@ align_row() {
   path="$(IFS=:; echo "${paths[*]}")"
   local key; key="$(align_key "$row")"
   if ! fresh "$dir/gold.aer" "$key"; then
-    python "$REPO/scripts/force_align.py" "$BIN" --path "$path" -s en -t de --source "$GOLD_TEXT.en" \
+    python "$REPO/scripts/eval/force_align.py" "$BIN" --path "$path" -s en -t de --source "$GOLD_TEXT.en" \
       --target "$GOLD_TEXT.de" --paper-convention --output "$dir/gold.align" 2> "$dir/gold.align.log" \
       || { tail -5 "$dir/gold.align.log" >&2; die "force_align.py failed for $row ($dir/gold.align.log)"; }
-    python "$REPO/scripts/aer.py" "$GOLD" "$dir/gold.align" "${swap[@]+"${swap[@]}"}" --first-text "$first" \
+    python "$REPO/scripts/eval/aer.py" "$GOLD" "$dir/gold.align" "${swap[@]+"${swap[@]}"}" --first-text "$first" \
       --second-text "$second" > "$dir/gold.aer.part" 2> "$dir/gold.aer.log" \
       || { tail -5 "$dir/gold.aer.log" >&2; rm -f "$dir/gold.aer" "$dir/gold.aer.part"; die "aer.py failed for $row ($dir/gold.aer.log)"; }
     mv "$dir/gold.aer.part" "$dir/gold.aer"
@@ -554,7 +554,7 @@ table() {
   (( ${#systems[@]} )) || return 0
   echo
   # BLEU by source length (Fig. 6), tokenized as the paper, of every fresh newstest2014 translation
-  report bleu_by_length.py "$WORK/bleu_by_length" python "$REPO/scripts/bleu_by_length.py" "${systems[@]}" \
+  report bleu_by_length.py "$WORK/bleu_by_length" python "$REPO/scripts/eval/bleu_by_length.py" "${systems[@]}" \
     --source "$SRC_DIR/newstest2014.en" --reference "$SRC_DIR/newstest2014.de" --tokenize none \
     --png "$WORK/bleu_by_length.png"
   say "BLEU by source length: $WORK/bleu_by_length.md, $WORK/bleu_by_length.png"
