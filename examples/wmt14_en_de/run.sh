@@ -561,7 +561,7 @@ table() {
 }
 # fresh_json FILE KEY FIELD: FILE's FIELD (2 decimals) when FILE is fresh for KEY, else -
 fresh_json() {
-  if [[ -f "$1" ]]; then python -c "import json,sys; print(f\"{json.load(open(sys.argv[1]))[sys.argv[2]]:.2f}\")" "$1" "$3"
+  if fresh "$1" "$2"; then python -c "import json,sys; print(f\"{json.load(open(sys.argv[1]))[sys.argv[2]]:.2f}\")" "$1" "$3"
   else echo -; fi
 }
 
