@@ -640,6 +640,19 @@ def test_wmt14_names_missing_file_and_downloads_nothing_with_a_data_dir(stanford
     assert not (stubs / "downloaded").exists()
 
 
+def test_wmt14_table_shows_no_score_made_against_another_reference(rehearsal, tmp_path):
+    """A score is printed only when fresh for its key: with another untokenized reference
+    (--raw-ref), the sacreBLEU made against the old one is not shown, while the tokenized BLEU
+    (the release's reference, unchanged) still is. The table used to print any rows/ROW/*.json."""
+    release, cache, stubs, work, run, _ = rehearsal
+    other = tmp_path / "other.de"
+    other.write_text("anders\n" * 2737, encoding="utf-8")
+    rows = table_rows(run("--raw-ref", other, "table").stdout)
+    cells = dict(zip(rows["row"], rows["t1_localp_general"]))
+    assert cells["sacreBLEU (detok)"] == "-" and cells["tokenized BLEU"] != "-"
+    assert dict(zip(rows["row"], table_rows(run("table").stdout)["t1_localp_general"]))["sacreBLEU (detok)"] != "-"
+
+
 def test_wmt14_table_shows_no_score_of_a_model_trained_again(rehearsal):
     """Retrain a model (other options): the table no longer shows the old model's scores and
     perplexities of any row it is in, and names them as not translated yet. The table used to
