@@ -221,6 +221,21 @@ def test_all_for_one_table_cell_with_the_papers_preset(recipe):
     assert "Decoding: the last 5 checkpoint(s) averaged, beam 4, lenpen 0.6." in proc.stdout
 
 
+def test_plan_names_gpus_batch_time_and_refuses_a_small_disk(tmp_path):
+    """`plan` (PRESET=paper): the batch split over GPUS, the checkpoints kept for averaging,
+    the time from a named, cited GPU figure; it stops when the disk cannot hold the plan."""
+    work = tmp_path / "w"
+    proc = run_sh(work, "plan", "spe_spe", PRESET="paper", TABLE="3", MAX_TOKENS="4096", GPUS="2",
+                  RESERVE=10 ** 6, check=False)
+    assert ("each seed trains on GPUS=2 (--distributed-world-size 2): 4096 tokens per GPU and step x "
+            "--update-freq 1 x 2 GPU(s) = 8192 tokens per update") in proc.stdout
+    assert "the last 5 interval checkpoints" in proc.stdout and "Vaswani et al. (2017, 5.1-5.2)" in proc.stdout
+    assert proc.returncode == 1 and "1000000 GB of it kept free (RESERVE)" in proc.stdout
+    assert "error: the plan needs" in proc.stdout and "choose another WORK" in proc.stdout
+    assert proc.stderr.splitlines()[-1] == "[perspe] error: the plan does not fit: see above"
+    assert not (work / "run").exists()
+
+
 def test_iwslt17_with_jparacrawl_is_cleaned_and_sampled(tmp_path):
     """Table 2's data: IWSLT17 En-Ja's training text without its metadata lines, cleaned by
     clean-corpus-n's rules (a pair over the word ratio and one over 80 words dropped, "|"

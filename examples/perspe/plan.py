@@ -93,7 +93,8 @@ def main(argv=None):
         out.append(f"prepared data: about {pt.gb(data)} ({'4.5 x the raw text' if raw else 'ASPEC train-1: 1M pairs of about 130 bytes, x 4.5'}: an estimate)")
     needed = data + kept_total + biggest + 50 * 1024 ** 2
     out.append(f"checkpoints still to be written: {pt.gb(kept_total)} (+{pt.gb(biggest)} while one is being saved)")
-    ok = pt.disk_verdict(needed, args.work, args.reserve, out)
+    ok = pt.disk_verdict(needed, args.work, args.reserve, out, reserve_name="RESERVE",
+                         advice="free disk, choose another WORK, or plan fewer systems or SEEDS")
     print("\n".join(out))
     return 0 if ok else 1
 
