@@ -3,6 +3,7 @@ training updates, translation and scoring, and the recipe rules (skip what is do
 refuse a changed configuration, name missing inputs, download nothing with a data dir)."""
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -40,8 +41,8 @@ def table_rows(text):
     return {r[0]: r for r in rows}
 
 
-def recipe(name, *args, check=True, path_prefix=None):
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+def recipe(name, *args, check=True, path_prefix=None, env=None):
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", **(env or {}))
     env["PATH"] = os.pathsep.join(p for p in (path_prefix, str(Path(sys.executable).parent),
                                               env["PATH"]) if p)
     proc = subprocess.run(["bash", str(REPO / "examples" / name / "run.sh"), *map(str, args)],
@@ -50,6 +51,67 @@ def recipe(name, *args, check=True, path_prefix=None):
         raise AssertionError(f"{name} {' '.join(map(str, args))} failed ({proc.returncode}):\n"
                              f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return proc
+
+
+# --------------------------------------------------------------------------- freshness
+
+
+def shell(script, tmp_path, repo=REPO):
+    """Run bash ``script`` with examples/common/recipe.sh sourced (REPO = ``repo``); its stdout."""
+    proc = subprocess.run(["bash", "-c", f"set -euo pipefail; REPO={repo}; RECIPE=test; "
+                           f"source {repo}/examples/common/recipe.sh; cd {tmp_path}; {script}"],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_a_derived_file_is_fresh_only_for_its_key_and_its_files_as_stamped(tmp_path):
+    """fresh/stamp (examples/common/recipe.sh): another key, a changed or partly deleted
+    output, a key holding other stamps; an output made again gets another id."""
+    out = shell("""mkdir -p d; echo a > d/x; echo b > d/y; touch d/.done
+        stamp d/.done "k1"; fresh d/.done k1 && echo fresh; fresh d/.done k2 || echo other-key
+        ident d/.done > id1; rm d/y; fresh d/.done k1 || echo partly-deleted
+        echo b > d/y; touch -d '2001-01-01' d/y; fresh d/.done k1 || echo changed
+        stamp d/.done "k1"; fresh d/.done k1 && echo fresh-again; ident d/.done > id2
+        echo c > d/y; stamp d/.done "k1"; ident d/.done > id3
+        echo z > f; stamp f "$(cat d/.done.key)
+        more"; fresh f "$(cat d/.done.key)
+        more" && echo nested-fresh; stale_reason f "other" """, tmp_path)
+    assert out.split("\n")[:6] == ["fresh", "other-key", "partly-deleted", "changed", "fresh-again", "nested-fresh"]
+    assert "made with other other" in out
+    ids = [(tmp_path / f"id{i}").read_text() for i in (1, 2, 3)]
+    assert ids[0] == ids[1] != ids[2]  # the same content, the same id; other content, another id
+
+
+def test_the_code_version_is_the_code_a_step_runs(tmp_path):
+    """A README-only change leaves every code version; a change of a module the package
+    imports, or of the chunk grammar beside the chunker, changes the versions that run them."""
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()
+    copy = tmp_path / "checkout"
+    for f in files:
+        (copy / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, copy / f)
+    versions = ("code_train; code_generate; "
+                "code_version chunks $REPO/scripts/data/chunk_japanese.py; code_version text $REPO/scripts/data/normalize_text.py; "
+                "code_version prepare $REPO/examples/wmt14_en_de/filter_pairs.py")
+    before = shell(versions, tmp_path, copy).splitlines()
+    assert len(set(before)) == 5 and all(v.startswith("code ") for v in before)
+    for doc in ("README.md", "examples/wmt14_en_de/README.md", "tests/test_recipes.py", "examples/wmt14_en_de/run.sh"):
+        (copy / doc).write_text((copy / doc).read_text() + "\n# a change\n")
+    assert shell(versions, tmp_path, copy).splitlines() == before
+    attention = copy / "fairseq_luong" / "modules" / "luong_attention.py"
+    attention.write_text(attention.read_text() + "\n# a change\n")
+    after = shell(versions, tmp_path, copy).splitlines()
+    assert after[0] != before[0] and after[1] != before[1]  # training and translation
+    assert after[4] == before[4]  # the WMT filter imports no model code
+    grammar = copy / "fairseq_luong" / "data" / "ja_chunk_grammar.txt"
+    grammar.write_text(grammar.read_text() + "\n# a change\n")
+    assert shell(versions, tmp_path, copy).splitlines()[2] != after[2]
+    changed = subprocess.run([sys.executable, str(copy / "examples" / "common" / "code_version.py"), "diff", "/dev/null",
+                              str(copy / "scripts" / "data" / "chunk_japanese.py")], capture_output=True, text=True).stdout
+    assert "fairseq_luong/data/ja_chunk_grammar.txt (added)" in changed
 
 
 # --------------------------------------------------------------------------- Multi30k
@@ -263,95 +325,267 @@ def test_hyps_refuses_missing_sentences(tmp_path):
 
 
 # --------------------------------------------------------------------------- WMT'14
+# A rehearsal of the real run: the Stanford release's files and names at the real test-set
+# sizes, downloaded by the recipe (curl serves them), sacreBLEU's references fetched (from a
+# cache in sacreBLEU's own layout), `all` for Table 1's local-p row, the ensemble row and
+# Table 2, unchanged but for tiny models and quick translation; then the other steps on it.
 
-
+# the line counts of the real sets (newstest2014 and 2015: the paper's section 4; sacreBLEU's
+# wmt14/full, the unfiltered newstest2014, has 3,003)
+REAL_TEST_LINES = {"newstest2012": 3003, "newstest2013": 3000, "newstest2014": 2737, "newstest2015": 2169}
+WMT14_FULL_LINES = 3003
+REHEARSAL_ROWS = ["t1_localp_general", "t1_ensemble", "t2_ensemble"]
+# translation of thousands of lines by tiny models: greedy, 2 words at most, one batch
+QUICK_GENERATE = ["--generate-args", "--beam 1 --max-len-a 0 --max-len-b 2 --batch-size 3000"]
 VOCAB_WORDS = 40  # the release's vocabularies cut to 37 words: <unk> everywhere, to replace
+ODD_TRAIN = [  # (en, de) lines appended to the release's training data; prepare drops each
+    (" ".join(["the"] * 51), " ".join(["die"] * 51)),  # over 50 words
+    ("an English line", ""),  # empty on one side (check_parallel: "are the files out of step?")
+    ("a line\u2028separator", "eine Zeile"),  # a character str.splitlines reads as a line break
+]
+ENSEMBLE = ["global_location_feed", "global_dot_feed", "global_general_feed", "localm_general_feed",
+            "localp_dot_feed", "localp_general_feed", "global_dot_feed_nodrop", "localp_general_feed_nodrop"]
 
 
-@pytest.fixture(scope="module")
-def wmt14(tmp_path_factory):
-    """The release's files made from wmt_sample_en_de, with one training pair longer than
-    50 words that preparation must drop, vocabularies cut so that <unk> is frequent and a
-    dictionary translating every newstest2014 source word w as DE_w; curl and wget replaced
-    by stubs that leave a mark. The row t4_localp_general (one local-p model, both with and
-    without unk replacement) trained for 2 updates."""
-    if not (SHARED_DATA / "wmt_sample_en_de" / "train.en").exists():
-        pytest.skip("../shared/data/wmt_sample_en_de not present")
-    data = make_wmt14_release(tmp_path_factory.mktemp("wmt14_release"), n_train=200, n_test=12)
-    for lang in ("en", "de"):
-        lines = (data / f"train.{lang}").read_text(encoding="utf-8").splitlines(True)
-        lines[4] = lines[4].replace(" ", "\x92 ", 1)  # C1 mojibake, as in the real WMT text
-        (data / f"train.{lang}").write_text("".join(lines), encoding="utf-8")
-        with open(data / f"train.{lang}", "a", encoding="utf-8") as f:
-            f.write(" ".join(["the"] * 51) + "\n")
-        vocab = data / f"vocab.50K.{lang}"
+def cycle(lines, n):
+    return [lines[i % len(lines)] for i in range(n)]
+
+
+def stanford_release(out, n_train=200):
+    """The files of Luong et al.'s release (the Stanford NMT page) in its formats and names,
+    made from wmt_sample_en_de: train.{en,de} (``n_train`` pairs, then ODD_TRAIN; line 5 with
+    C1 mojibake, as real WMT text), newstest2012..2015.{en,de} at their real line counts (its
+    newstest2012, cycled), vocab.50K.{en,de} (<unk>, <s>, </s>, then words by frequency; cut
+    to VOCAB_WORDS lines, so that <unk> is frequent) and dict.en-de translating every
+    newstest2014 source word w as DE_w."""
+    make_wmt14_release(out, n_train=n_train, n_test=1)
+    for i, lang in enumerate(("en", "de")):
+        lines = (out / f"train.{lang}").read_text(encoding="utf-8").splitlines(True)
+        lines[4] = lines[4].replace(" ", "\x92 ", 1)
+        (out / f"train.{lang}").write_text("".join(lines + [pair[i] + "\n" for pair in ODD_TRAIN]), encoding="utf-8")
+        vocab = out / f"vocab.50K.{lang}"
         vocab.write_text("".join(vocab.read_text(encoding="utf-8").splitlines(True)[:VOCAB_WORDS]), encoding="utf-8")
-    words = sorted({w for line in (data / "newstest2014.en").read_text(encoding="utf-8").splitlines()
-                    for w in line.split()})
-    (data / "dict.en-de").write_text("".join(f"{w}\tDE_{w}\n" for w in words), encoding="utf-8")
-    stubs = tmp_path_factory.mktemp("stubs")
-    for tool in ("curl", "wget"):
-        (stubs / tool).write_text(f"#!/bin/sh\ntouch {stubs}/downloaded\nexit 1\n")
-        (stubs / tool).chmod(0o755)
-    work = tmp_path_factory.mktemp("wmt14_work")
-    opts = ["--data-dir", data, "--work-dir", work]
-    prep = recipe("wmt14_en_de", *opts, "prepare", path_prefix=str(stubs))
-    train = recipe("wmt14_en_de", *opts, "train", "t4_localp_general", "--", *TINY, "--max-update", 2,
-                   path_prefix=str(stubs))
-    return data, work, opts, stubs, prep, train
-
-
-def gold_from_model(data, work, out):
-    """Gold links in the RWTH layout (German first, 1-based) that are the model's own
-    forced alignment (footnote 14 rows): its AER against them is 0."""
-    links = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "eval" / "force_align.py"), str(work / "data-bin"), "--path",
-         str(work / "systems" / "localp_general_feed" / "model.pt"), "-s", "en", "-t", "de",
-         "--source", str(data / "newstest2014.en"), "--target", str(data / "newstest2014.de"),
-         "--paper-convention"], capture_output=True, text=True, check=True).stdout.splitlines()
-    out.write_text("".join(" ".join(f"{int(j) + 1}-{int(i) + 1}" for i, j in (link.split("-") for link in line.split()))
-                           + "\n" for line in links), encoding="utf-8")
+        sample = (SHARED_DATA / "wmt_sample_en_de" / f"newstest2012.{lang}").read_text(encoding="utf-8").splitlines(True)
+        for j, (name, n) in enumerate(REAL_TEST_LINES.items()):
+            (out / f"{name}.{lang}").write_text("".join(cycle(sample[7 * j:] + sample[:7 * j], n)), encoding="utf-8")
+    words = sorted({w for line in (out / "newstest2014.en").read_text(encoding="utf-8").splitlines() for w in line.split()})
+    (out / "dict.en-de").write_text("".join(f"{w}\tDE_{w}\n" for w in words), encoding="utf-8")
     return out
 
 
-def test_wmt14_prepare_train_eval(wmt14, tmp_path):
-    data, work, opts, stubs, prep, train = wmt14
-    assert not (stubs / "downloaded").exists()
-    assert "kept 200 of 201 pairs" in prep.stderr
-    assert f"warning: {data / 'train.en'}: 1 line holds control characters (first: line 5, U+0092" in prep.stderr
-    assert "[localp_general_feed] epoch 1 done" in train.stderr
-    # the paper's settings reach fairseq: SGD on the sentence-averaged gradient, batches of
-    # 128, norm 5, U[-0.1, 0.1]; with dropout 0.2: 12 epochs, lr halved from epoch 9
-    cfg = torch.load(work / "systems" / "localp_general_feed" / "checkpoints" / "checkpoint_last.pt",
-                     weights_only=True)["cfg"]
-    assert option(cfg, "optimizer", "optimizer") == "sgd" and cfg["optimization"]["lr"] == [1.0]
-    assert cfg["optimization"]["sentence_avg"] and cfg["dataset"]["batch_size"] == 128
-    assert cfg["optimization"]["clip_norm"] == 5 and cfg["optimization"]["max_epoch"] == 12
-    assert cfg["lr_scheduler"]["force_anneal"] == 9 and cfg["lr_scheduler"]["lr_shrink"] == 0.5
-    assert option(cfg, "model", "init_uniform") == 0.1 and option(cfg, "model", "dropout") == 0.2
-    assert option(cfg, "model", "reverse_source") and option(cfg, "model", "_name") == "luong_localp"
-    # with the untokenized reference: the paper's tokenized BLEU and sacreBLEU on detokenized text
-    raw = work / "raw_ref.de"
-    raw.write_text((data / "newstest2014.de").read_text(encoding="utf-8").replace(" ,", ","))
+def fake_sacrebleu_cache(root, release, wmt14_lines=None):
+    """SACREBLEU's cache as sacreBLEU 2 lays it out after a download (DATASET/NAME.en-de.FIELD),
+    so `sacrebleu -t wmt14 -l en-de --echo ref` reads it instead of downloading: wmt14 (the
+    release's newstest2014, 2,737 lines, or ``wmt14_lines``), wmt14/full (3,003) and wmt15."""
+    def detok(line):
+        return line.replace(" ,", ",").replace(" .", ".").replace(" ##AT##-##AT## ", "-")
+
+    de14 = (release / "newstest2014.de").read_text(encoding="utf-8").splitlines()
+    de15 = (release / "newstest2015.de").read_text(encoding="utf-8").splitlines()
+    for folder, name, refs in (("wmt14", "wmt14", cycle(de14, wmt14_lines or len(de14))),
+                               ("wmt14/full", "wmt14_full", cycle(de14, WMT14_FULL_LINES)),
+                               ("wmt15", "wmt15", de15)):
+        d = root / folder
+        d.mkdir(parents=True, exist_ok=True)
+        for field in ("src", "ref", "docid", "genre", "origlang"):
+            lines = [detok(r) for r in refs] if field == "ref" else [f"{field} {i}" for i in range(len(refs))]
+            (d / f"{name}.en-de.{field}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def stub_tools(stubs, release=None):
+    """curl and wget that leave a mark; with ``release``, curl serves its files as the
+    Stanford page would (``curl -fL --retry 3 -o OUT URL``)."""
+    serve = (f'for a; do case "$prev" in -o) o="$a";; esac; prev="$a"; url="$a"; done\n'
+             f'f="{release}/$(basename "$url")"; [ -f "$f" ] && cp "$f" "$o" && exit 0\n') if release else ""
+    (stubs / "curl").write_text(f"#!/bin/sh\ntouch {stubs}/downloaded\n{serve}exit 1\n")
+    (stubs / "wget").write_text(f"#!/bin/sh\ntouch {stubs}/downloaded\nexit 1\n")
+    for tool in ("curl", "wget"):
+        (stubs / tool).chmod(0o755)
+    return stubs
+
+
+@pytest.fixture(scope="module")
+def stanford(tmp_path_factory):
+    """The synthetic release, sacreBLEU's cache and the stubs, and a runner of run.sh with
+    them (no --data-dir: the recipe downloads what it needs)."""
+    if not (SHARED_DATA / "wmt_sample_en_de" / "train.en").exists():
+        pytest.skip("../shared/data/wmt_sample_en_de not present")
+    release = stanford_release(tmp_path_factory.mktemp("stanford_release"))
+    cache = fake_sacrebleu_cache(tmp_path_factory.mktemp("sacrebleu"), release)
+    stubs = stub_tools(tmp_path_factory.mktemp("stubs"), release)
+    work = tmp_path_factory.mktemp("wmt14_rehearsal")
+
+    def run(*args, work=work, env=None, **kw):
+        return recipe("wmt14_en_de", "--work-dir", work, *QUICK_GENERATE, *args, path_prefix=str(stubs),
+                      env={"SACREBLEU": str(cache), **(env or {})}, **kw)
+
+    return release, cache, stubs, work, run
+
+
+@pytest.fixture(scope="module")
+def rehearsal(stanford):
+    """`run.sh all` for Table 1's local-p row, its ensemble row and Table 2, unchanged, as on
+    a GPU machine without --data-dir, with tiny models (1 update each) and quick translation."""
+    release, cache, stubs, work, run = stanford
+    proc = run("all", *REHEARSAL_ROWS, "--", *TINY, "--max-update", 1)
+    return release, cache, stubs, work, run, proc
+
+
+def test_rehearsal_makes_every_file_of_the_real_run(rehearsal):
+    release, cache, stubs, work, run, proc = rehearsal
+    lines = lambda p: len(p.read_text(encoding="utf-8").splitlines())  # noqa: E731
+    # the release, downloaded into WORK/raw; the references sacreBLEU gives, kept with their keys
+    for f in release.iterdir():
+        assert (work / "raw" / f.name).read_bytes() == f.read_bytes(), f.name
+    assert lines(work / "raw" / "newstest2014.raw.de") == 2737 and (work / "raw" / "newstest2014.raw.de.key").exists()
+    assert lines(work / "raw" / "newstest2015.raw.de") == 2169
+    # the length filter first (section 4.1), reading as fairseq reads; the pairs fairseq
+    # would misread are dropped and counted; then check_parallel checks what is kept
+    assert ("kept 200 of 203 pairs with 1..50 words on both sides; dropped: 1 over 50 words (first: line 201); "
+            "1 empty on a side (first: line 202); 1 a character that readers take for a line break "
+            "(first: line 203)") in proc.stderr
+    assert (f"warning: {work / 'text' / 'train.en'}: 1 line holds control characters (first: line 5, U+0092"
+            in proc.stderr)
+    assert f"ok: {work / 'text' / 'train'}.{{en,de}}: 200 sentence pairs" in proc.stderr
+    for f in ("text/train.en", "text/train.de", "text/dict.en.txt", "text/dict.de.txt", "data-bin/.done.key",
+              "data-raw/test.en-de.en", "data-raw/test1.en-de.en", "data-raw/.done.key"):
+        assert (work / f).is_file(), f
+    for split in ("train", "valid", "test", "test1"):
+        for lang in ("en", "de"):
+            assert (work / "data-bin" / f"{split}.en-de.{lang}.idx").is_file()
+    # 8 models, each: last and best checkpoints only, model.pt, its options, code and keys
+    for m in ENSEMBLE:
+        d = work / "systems" / m
+        assert sorted(p.name for p in (d / "checkpoints").iterdir()) == ["checkpoint_best.pt", "checkpoint_last.pt"], m
+        for f in ("trained", "trained.key", "model.pt", "model.pt.key", "options", "code", "code.manifest", "extra",
+                  "train.log"):
+            assert (d / f).is_file(), (m, f)
+    d = work / "systems" / "localp_general_feed"
+    assert {"test.json", "valid.json"} <= {p.name for p in d.iterdir()}
+    assert "valid on 'test' subset" in (d / "validate_test.log").read_text()
+    # translations of every line, scored both ways
+    rows = work / "rows"
+    for out, n in (("t1_localp_general/test", 2737), ("t1_ensemble/test.unk", 2737), ("t2_ensemble/test1.unk", 2169)):
+        for ext in ("out", "hyp", "detok"):
+            assert (rows / f"{out}.{ext}").is_file(), (out, ext)
+        assert lines(rows / f"{out}.hyp") == lines(rows / f"{out}.detok") == n
+        assert "tok:none" in json.loads((rows / f"{out}.tok_bleu.json").read_text())["signature"]
+        assert "tok:13a" in json.loads((rows / f"{out}.sacrebleu.json").read_text())["signature"]
+    # the results: the three rows filled, the others named as missing; BLEU by length
+    results = (work / "results.md").read_text(encoding="utf-8")
+    table = table_rows(results)
+    t1, ens, t2 = (dict(zip(table["row"], table[r])) for r in REHEARSAL_ROWS)
+    test_ppl = json.loads((d / "test.json").read_text())["ppl"]
+    assert t1["ppl (newstest2014)"] == f"{test_ppl:.2f}" and t1["paper ppl"] == "5.9"
+    assert t1["tokenized BLEU"] != "-" and t1["sacreBLEU (detok)"] != "-" and t1["valid ppl (newstest2013)"] != "-"
+    assert ens["+unk"] != "-" and ens["sacreBLEU (detok)"] != "-" and ens["paper BLEU"] == "23.0"
+    assert t2["test set"] == "newstest2015" and t2["sacreBLEU (detok)"] != "-" and t2["paper BLEU"] == "25.9 (NIST)"
+    assert "- t1_base: base not trained" in results
+    assert (work / "bleu_by_length.md").is_file() and (work / "bleu_by_length.png").is_file()
+    # the plan came first
+    assert proc.stdout.index("GPUs here:") < proc.stdout.index("| row | models | test set |")
+
+
+def test_rehearsal_ensemble_mixes_dropout_and_leaves_out_local_m_dot(rehearsal):
+    """The paper's 8 models are 'of various settings, e.g., using different attention approaches,
+    with and without dropout'; Table 4's local-m (dot) has perplexity > 7. Every model: the
+    paper's batch of 128 on one process, no epoch checkpoints."""
+    release, cache, stubs, work, run, proc = rehearsal
+    dropout, scores = set(), set()
+    for m in ENSEMBLE:
+        cfg = torch.load(work / "systems" / m / "checkpoints" / "checkpoint_last.pt", weights_only=True)["cfg"]
+        dropout.add(option(cfg, "model", "dropout"))
+        arch = option(cfg, "model", "_name")
+        scores.add((arch, option(cfg, "model", "attention_score") if arch in ("luong_localm", "luong_localp") else ""))
+        assert cfg["checkpoint"]["no_epoch_checkpoints"] and cfg["distributed_training"]["distributed_world_size"] == 1
+        assert cfg["dataset"]["batch_size"] == 128
+        assert "--distributed-world-size 1 " in (work / "systems" / m / "options").read_text()  # not all GPUs here
+    assert dropout == {0.0, 0.2}
+    assert ("luong_localm", "dot") not in scores and len(scores) >= 5
+
+
+def test_rehearsal_refuses_sacrebleus_3003_line_reference(stanford, tmp_path):
+    """sacreBLEU's wmt14/full (3,003 lines) is not the paper's newstest2014 (2,737): one line
+    naming the file and both counts, before any translation, and nothing kept, so a rerun
+    fetches again. The recipe used to fetch wmt14/full, die after the first tokenized BLEU and
+    keep the wrong file."""
+    release, cache, stubs, work, run = stanford
+    bad = fake_sacrebleu_cache(tmp_path / "sacrebleu", release, wmt14_lines=WMT14_FULL_LINES)
+    new = tmp_path / "work"
+    for attempt in (1, 2):
+        proc = run("eval", "t1_localp_general", work=new, env={"SACREBLEU": str(bad)}, check=False)
+        assert proc.returncode == 1, attempt
+        assert proc.stderr.splitlines()[-1] == (
+            f"[wmt14] error: sacreBLEU's wmt14 en-de reference ({new}/raw/newstest2014.raw.de, not kept) has 3003 "
+            f"lines but {new}/raw/newstest2014.en has 2737: not the same test set"), attempt
+        assert not (new / "raw" / "newstest2014.raw.de").exists() and not (new / "rows").exists()
+    wrong = tmp_path / "full.de"
+    wrong.write_text("x\n" * 3003)
+    proc = run("--raw-ref", wrong, "eval", "t1_localp_general", work=new, check=False)
+    assert proc.stderr.splitlines()[-1].startswith(
+        f"[wmt14] error: {wrong} has 3003 lines but {new}/raw/newstest2014.en has 2737: not the same test set")
+
+
+def test_plan_names_gpus_batch_time_and_refuses_a_small_disk(stanford, tmp_path):
+    release, cache, stubs, work, run = stanford
+    plan = run("--gpus", 2, "plan", "t1_base", work=tmp_path / "plan").stdout
+    assert "each training uses 2 (--distributed-world-size 2): the paper's 128 sentences per update are 64 per GPU" in plan
+    base = dict(zip(table_rows(plan)["model"], table_rows(plan)["base"]))
+    assert base["sentences per update"] == "128" and base["epochs"] == "10"
+    assert "Tesla K40" in plan and "1K target words per second" in plan
+    assert "disk:" in plan and "free" in plan
+    # (tiny options, so that a broken refusal trains a tiny model, not the paper's)
+    proc = run("--reserve", 10 ** 6, "all", "t1_base", "--", *TINY, "--max-update", 1, work=tmp_path / "w", check=False)
+    assert proc.returncode == 1 and "error: the plan needs" in proc.stdout
+    assert proc.stderr.splitlines()[-1] == "[wmt14] error: the plan does not fit: see above"
+    assert not (tmp_path / "w" / "raw").exists()  # nothing downloaded, nothing prepared
+    bad = recipe("wmt14_en_de", "--gpus", 3, "plan", check=False)
+    assert bad.returncode == 2 and "--gpus 3: the paper's batch of 128 sentences" in bad.stderr
+
+
+def gold_from_model(release, work, out):
+    """Gold links in the RWTH layout (German first, 1-based) for the first 12 newstest2014
+    pairs (OUT.gold, OUT.en, OUT.de) that are the model's own forced alignment (footnote 14
+    rows): its AER against them is 0."""
+    for lang in ("en", "de"):
+        text = (release / f"newstest2014.{lang}").read_text(encoding="utf-8").splitlines(True)[:12]
+        Path(f"{out}.{lang}").write_text("".join(text), encoding="utf-8")
+    links = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "eval" / "force_align.py"), str(work / "data-bin"), "--path",
+         str(work / "systems" / "localp_general_feed" / "model.pt"), "-s", "en", "-t", "de",
+         "--source", f"{out}.en", "--target", f"{out}.de", "--paper-convention"],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    gold = Path(f"{out}.gold")
+    gold.write_text("".join(" ".join(f"{int(j) + 1}-{int(i) + 1}" for i, j in (link.split("-") for link in line.split()))
+                            + "\n" for line in links), encoding="utf-8")
+    return gold
+
+
+def test_wmt14_unk_replacement_aer_and_the_table(rehearsal, tmp_path):
+    release, cache, stubs, work, run, _ = rehearsal
     row = work / "rows" / "t4_localp_general"
-    recipe("wmt14_en_de", *opts, "translate", "t4_localp_general", path_prefix=str(stubs))
-    gold = gold_from_model(data, work, tmp_path / "gold.de-en")
-    ev = recipe("wmt14_en_de", *opts, "--raw-ref", raw, "--gold-align", gold, "--gold-text", data / "newstest2014",
-                "eval", "t4_localp_general", path_prefix=str(stubs))
+    gold = gold_from_model(release, work, tmp_path / "gold")
+    aer = ["--gold-align", gold, "--gold-text", tmp_path / "gold"]
+    ev = run(*aer, "eval", "t4_localp_general")
     assert "tokenized BLEU (as the paper)" in ev.stderr and "sacreBLEU on detokenized text" in ev.stderr
     tok = json.loads((row / "test.tok_bleu.json").read_text())
-    assert "tok:none" in tok["signature"]
+    # the model is trained already; the perplexity of Tables 1 and 4 is on newstest2014 (the
+    # caption's), newstest2013's beside it
+    sysdir = work / "systems" / "localp_general_feed"
+    test_ppl, valid_ppl = (json.loads((sysdir / f"{s}.json").read_text())["ppl"] for s in ("test", "valid"))
+    assert f"t4_localp_general: perplexity {test_ppl:.2f} on newstest2014, {valid_ppl:.2f} on newstest2013" in ev.stderr
     # AER (Table 6) against gold links with German first: the model's own links give 0
     assert "t4_localp_general: AER = 0.0000  (precision 1.0000, recall 1.0000; 12 sentences" in ev.stderr
 
     # unk replacement with the dictionary: the same beam-search output, each <unk> now the
     # dictionary's translation of a word of its source sentence, also of source words
     # outside the vocabulary (read from the text)
-    vocab_en = set((data / "vocab.50K.en").read_text(encoding="utf-8").split())
-    sources = (data / "newstest2014.en").read_text(encoding="utf-8").splitlines()
+    vocab_en = set((release / "vocab.50K.en").read_text(encoding="utf-8").split())
+    sources = (release / "newstest2014.en").read_text(encoding="utf-8").splitlines()
     plain = (row / "test.hyp").read_text(encoding="utf-8").splitlines()
     replaced = (row / "test.unk.hyp").read_text(encoding="utf-8").splitlines()
-    assert len(plain) == len(replaced) == 12
+    assert len(plain) == len(replaced) == 2737
     unks = oov = 0
     for src, p_line, r_line in zip(sources, plain, replaced):
         assert len(p_line.split()) == len(r_line.split())
@@ -364,46 +598,83 @@ def test_wmt14_prepare_train_eval(wmt14, tmp_path):
                 assert r_tok == p_tok
     assert unks > 0 and oov > 0
 
-    # the table: scores, AER beside the paper's, BLEU by source length of both outputs
-    proc = recipe("wmt14_en_de", *opts, "table", path_prefix=str(stubs))
+    # the table: AER beside the paper's, scores, BLEU by source length of both outputs
+    proc = run(*aer, "table")
     results = table_rows((work / "results.md").read_text(encoding="utf-8"))
-    header, cells = results["row"], results["t4_localp_general"]
-    assert dict(zip(header, cells))["AER"] == "0.0000" and dict(zip(header, cells))["paper AER"] == "0.36"
-    assert dict(zip(header, cells))["tokenized BLEU"] == f"{tok['score']:.2f}"
+    cells = dict(zip(results["row"], results["t4_localp_general"]))
+    assert cells["AER"] == "0.0000" and cells["paper AER"] == "0.36"
+    assert cells["tokenized BLEU"] == f"{tok['score']:.2f}"
+    assert cells["ppl (newstest2014)"] == f"{test_ppl:.2f}" and cells["valid ppl (newstest2013)"] == f"{valid_ppl:.2f}"
     by_length = table_rows((work / "bleu_by_length.md").read_text(encoding="utf-8"))
-    assert by_length["source words"][2:] == ["t4_localp_general", "t4_localp_general+unk"]
-    assert by_length["all"][1:3] == ["12", f"{tok['score']:.2f}"]
+    assert "t4_localp_general" in by_length["source words"] and "t4_localp_general+unk" in by_length["source words"]
     png_size(work / "bleu_by_length.png")
     assert str(work / "bleu_by_length.png") in proc.stderr
 
-    # without the untokenized reference (cached steps): says how to get it, downloads nothing
-    ev = recipe("wmt14_en_de", *opts, "eval", "t4_localp_general", path_prefix=str(stubs))
-    assert "--raw-ref" in ev.stderr and "translating" not in ev.stderr
-    assert not (stubs / "downloaded").exists()
-    assert "tok:13a" in json.loads((row / "test.sacrebleu.json").read_text())["signature"]
-
-    # without the dictionary: the attended source word itself, with a message
-    (data / "dict.en-de").rename(tmp_path / "dict.en-de")
+    # without the dictionary (it cannot be downloaded): the attended source word itself, with a message
+    (work / "raw" / "dict.en-de").rename(tmp_path / "dict.en-de")
+    (release / "dict.en-de").rename(tmp_path / "release.dict.en-de")
     try:
-        tr = recipe("wmt14_en_de", *opts, "translate", "t4_localp_general", path_prefix=str(stubs))
+        tr = run("translate", "t4_localp_general")
     finally:
-        (tmp_path / "dict.en-de").rename(data / "dict.en-de")
+        (tmp_path / "dict.en-de").rename(work / "raw" / "dict.en-de")
+        (tmp_path / "release.dict.en-de").rename(release / "dict.en-de")
+    assert "could not download https://nlp.stanford.edu/projects/nmt/data/wmt14.en-de/dict.en-de" in tr.stderr
     assert "unk replacement copies the attended source word" in tr.stderr
     copied = (row / "test.unk.hyp").read_text(encoding="utf-8").splitlines()
     assert [line.replace("DE_", "") for line in replaced] == copied
 
 
-def test_wmt14_names_missing_file(wmt14, tmp_path):
-    data, work, opts, stubs, _, _ = wmt14
+def test_wmt14_names_missing_file_and_downloads_nothing_with_a_data_dir(stanford, tmp_path):
+    release, cache, stubs, work, run = stanford
     partial = tmp_path / "release"
     partial.mkdir()
-    for f in data.iterdir():
+    for f in release.iterdir():
         if f.name not in ("vocab.50K.de", "dict.en-de"):
             (partial / f.name).symlink_to(f)
-    proc = recipe("wmt14_en_de", "--data-dir", partial, "--work-dir", tmp_path / "w", "prepare",
-                  check=False, path_prefix=str(stubs))
+    (stubs / "downloaded").unlink(missing_ok=True)
+    proc = run("--data-dir", partial, "prepare", work=tmp_path / "w", check=False)
     assert proc.returncode == 1
     assert f"{partial}/vocab.50K.de not found" in proc.stderr and "nlp.stanford.edu" in proc.stderr
     # the dictionary is optional: unk replacement copies source words without it
     assert f"no {partial}/dict.en-de: unk replacement will copy the attended source word" in proc.stderr
     assert not (stubs / "downloaded").exists()
+
+
+def test_wmt14_table_shows_no_score_made_against_another_reference(rehearsal, tmp_path):
+    """A score is printed only when fresh for its key: with another untokenized reference
+    (--raw-ref), the sacreBLEU made against the old one is not shown, while the tokenized BLEU
+    (the release's reference, unchanged) still is. The table used to print any rows/ROW/*.json."""
+    release, cache, stubs, work, run, _ = rehearsal
+    other = tmp_path / "other.de"
+    other.write_text("anders\n" * 2737, encoding="utf-8")
+    rows = table_rows(run("--raw-ref", other, "table").stdout)
+    cells = dict(zip(rows["row"], rows["t1_localp_general"]))
+    assert cells["sacreBLEU (detok)"] == "-" and cells["tokenized BLEU"] != "-"
+    assert dict(zip(rows["row"], table_rows(run("table").stdout)["t1_localp_general"]))["sacreBLEU (detok)"] != "-"
+
+
+def test_wmt14_table_shows_no_score_of_a_model_trained_again(rehearsal):
+    """Retrain a model (other options): the table no longer shows the old model's scores and
+    perplexities of any row it is in, and names them as not translated yet. The table used to
+    print rows/ROW/*.json whatever model they came from.
+    (Last: it retrains the rehearsal's local-p model.)"""
+    release, cache, stubs, work, run, _ = rehearsal
+    before = table_rows(run("table").stdout)
+    assert before["t1_localp_general"][7] != "-" and before["t1_ensemble"][8] != "-"
+    # a model that is not the one the options describe (trained on one GPU, asked for two) is
+    # refused, not translated
+    proc = run("--gpus", 2, "translate", "t1_localp_general", check=False)
+    assert proc.returncode == 1 and "localp_general_feed stale: made with other options" in proc.stderr
+    retrain = run("train", "t1_localp_general", "--", *TINY, "--max-update", 2, env={"RETRAIN": "1"})
+    assert "localp_general_feed: RETRAIN=1: deleting" in retrain.stderr
+    table = run("table").stdout
+    rows = table_rows(table)
+    for name in ("t1_localp_general", "t1_ensemble", "t2_ensemble"):
+        cells = dict(zip(rows["row"], rows[name]))
+        for cell in ("ppl (newstest2014)", "valid ppl (newstest2013)", "tokenized BLEU", "+unk", "sacreBLEU (detok)"):
+            assert cells[cell] == "-", (name, cell)
+    assert "- t1_localp_general: localp_general_feed not translated yet" in table
+    assert "- t1_ensemble: localp_general_feed not translated yet" in table
+    assert not (work / "bleu_by_length.md").exists()  # no fresh translation: no BLEU by length
+    # and the new model's translation is made, not the old one reused
+    assert "t1_localp_general: translating" in run("translate", "t1_localp_general").stderr

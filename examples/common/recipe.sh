@@ -3,12 +3,24 @@
 # calls `parse_options "$@"` with OPTS mapping its flags to variables, then
 # `recipe_init` (which needs WORK, the recipe's work folder).
 #
-# Caching: every output a step makes has a key (the options and inputs it was made
-# from). A step whose output exists with the same key is skipped; an output with
-# another key is made again (cheap steps) or refused (training, preparation:
-# use another name or delete the folder). Training resumes from checkpoint_last.pt
-# after an interruption, with the same budget (fairseq counts the time already
-# spent, --stop-time-hours included).
+# Freshness, one rule for every derived file (data, model, translation, score, table):
+# a derived file OUT is made from a KEY, the text of everything it depends on: its
+# inputs (by identity: the content hash of a derived input, sizes and times of raw ones),
+# its options, and the version of the code that makes it (code_version: a hash of the
+# checkout's files that the step's programs run, see examples/common/code_version.py;
+# documentation, tests and the recipes' own shell text are not code of any step, so a
+# README-only commit changes no key). `stamp OUT KEY` writes OUT.key: KEY, then what OUT
+# is (its content hash, its id) and the sizes and times of its files. OUT is fresh when
+# its recorded KEY equals the KEY computed now and its files are unchanged since it was
+# stamped (a partial deletion or an edit makes it stale). A step whose output is fresh
+# is skipped; a stale output is made again when that is cheap (data, translations,
+# scores) and refused when it is not (training: the difference is shown; RETRAIN=1 or
+# deleting the folder trains it again, ACCEPT_CODE=1 keeps a model across a code
+# change and records that you did). Identities chain: a retrained model has another id,
+# so every translation and score made from the old one is stale; tables print fresh
+# results only and say what is missing or stale. Training resumes from
+# checkpoint_last.pt after an interruption, with the same budget (fairseq counts the
+# time already spent, --stop-time-hours included).
 
 TOOLS="$REPO/examples/common/recipe_tools.py"
 
@@ -43,11 +55,13 @@ check_number() {
   (( ok )) || { echo "run.sh: $flag $value: give $what, $kind" >&2; exit 2; }
 }
 
-# recipe_init: the environment (scripts/setup.sh unless fairseq is on PATH), BIN
+# recipe_init: the environment (scripts/setup.sh unless fairseq is on PATH), BIN, the
+# code versions of the shared steps
 recipe_init() {
   command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh" >&2
   export PYTHONWARNINGS=ignore OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
   BIN="$WORK/data-bin"
+  warm_code_versions
 }
 
 say() { echo "[$RECIPE] $*" >&2; }
@@ -62,52 +76,202 @@ need_file() { [[ -s "$1" ]] || die "$1 not found or empty: $2"; }
 # key_of ARGS...: the cache key of a command line (one line, stable)
 key_of() { printf '%q ' "$@"; }
 
-# fresh OUT KEY: true when OUT exists and was made with KEY
-fresh() { [[ -e "$1" && -f "$1.key" && "$(cat "$1.key")" == "$2" ]]; }
-# stamp OUT KEY: record that OUT was made with KEY
-stamp() { printf '%s\n' "$2" > "$1.key"; }
+# --------------------------------------------------------------------------- freshness
+# The files a stamp covers: the regular files under its PATHs (a file: itself), without key
+# files, markers, unfinished outputs and logs (fairseq-preprocess writes its log into the
+# data folder), named relative to their PATH
+_FIND_SKIP=(! -name '*.key' ! -name '.done' ! -name '*.part' ! -name '*.log')
+# _stat PATH...: a hash of the names, sizes and modification times of the files (cheap)
+_stat() {
+  local p
+  for p in "$@"; do
+    if [[ -d "$p" ]]; then (cd "$p" && find . -type f "${_FIND_SKIP[@]}" -printf '%p %s %T@\n' | LC_ALL=C sort)
+    elif [[ -e "$p" ]]; then stat -c '. %s %Y' "$p"; fi
+  done | sha1sum | cut -c1-16
+}
+# _content PATH...: a hash of the files' names and contents (what OUT is)
+_content() {
+  local p
+  for p in "$@"; do
+    if [[ -d "$p" ]]; then
+      (cd "$p" && find . -type f "${_FIND_SKIP[@]}" -print0 | LC_ALL=C sort -z | xargs -0 -r sha1sum)
+    elif [[ -e "$p" ]]; then sha1sum < "$p"; fi
+  done | sha1sum | cut -c1-16
+}
 
-# same_or_refuse FILE KEY WHAT: FILE holds KEY (or is new: then it gets it);
-# another key stops with the difference shown
+# stamp OUT KEY [PATH...]: record that OUT was made from KEY, and what it is: OUT.key is
+# KEY, then a line "@@@ stamp" and the paths it covers (default: OUT itself; a marker file
+# such as DIR/.done covers its folder), their content hash (id) and their sizes and times
+# (stat). KEY may hold other stamps (a key made of key files): the last "@@@ stamp" is OUT's
+stamp() {
+  local out="$1" key; key="$(printf '%s' "$2")"; shift 2
+  local over=("$@")
+  if (( ! ${#over[@]} )); then
+    if [[ "$(basename "$out")" == .done ]]; then over=("$(dirname "$out")"); else over=("$out"); fi
+  fi
+  { printf '%s\n@@@ stamp\n' "$key"; printf 'over %s\n' "${over[@]}"
+    echo "id $(_content "${over[@]}")"; echo "stat $(_stat "${over[@]}")"; } > "$out.key.part"
+  mv "$out.key.part" "$out.key"
+}
+# _recorded OUT: the KEY OUT.key records; _stamp_field OUT FIELD: a value of its stamp
+_recorded() { awk '/^@@@ stamp$/ { n = NR } { line[NR] = $0 } END { if (!n) n = NR + 1; for (i = 1; i < n; i++) print line[i] }' "$1.key"; }
+_stamp_field() { awk -v f="$2" '/^@@@ stamp$/ { n = NR; delete v; k = 0 } n && NR > n && $1 == f { v[++k] = substr($0, length(f) + 2) }
+  END { for (i = 1; i <= k; i++) print v[i] }' "$1.key"; }
+
+# fresh OUT KEY: true when OUT was stamped with KEY and its files have not changed since
+fresh() {
+  local out="$1" key; key="$(printf '%s' "$2")"
+  [[ -e "$out" && -f "$out.key" ]] || return 1
+  [[ "$(_recorded "$out")" == "$key" ]] || return 1
+  local over=() stat
+  mapfile -t over < <(_stamp_field "$out" over)
+  stat="$(_stamp_field "$out" stat)"
+  [[ -n "$stat" && ${#over[@]} -gt 0 && "$(_stat "${over[@]}")" == "$stat" ]]
+}
+
+# stale_reason OUT KEY: why OUT is not fresh for KEY: "missing", "made with other options"
+# (or other data, input, code NAME, ...: from the first key line that differs), or
+# "changed since it was made"
+stale_reason() {
+  local out="$1" key; key="$(printf '%s' "$2")"
+  [[ -e "$out" && -f "$out.key" ]] || { echo missing; return; }
+  local line; line="$(diff <(_recorded "$out") <(printf '%s\n' "$key") | sed -n 's/^> //p' | head -1 || true)"
+  if [[ -n "$line" ]]; then
+    case "$line" in
+      "code "*) line="${line#code }"; echo "made by other code (${line%% *})" ;;
+      "from "*) echo "made from other input" ;;
+      "inputs "*) echo "made from other input files" ;;
+      "data "*) echo "made from other data" ;;
+      *) echo "made with other ${line%% *}" ;;
+    esac
+  elif fresh "$out" "$key"; then echo fresh
+  else echo "changed since it was made"; fi
+}
+
+# ident FILE: what FILE is, for the keys of what is made from it: the id its stamp
+# recorded (a derived file), else the hash of its content (a raw input)
+ident() {
+  local id=""
+  [[ -f "$1.key" ]] && id="$(_stamp_field "$1" id)"
+  if [[ -n "$id" ]]; then echo "$1#$id"; else echo "$1#$(sha1sum < "$1" | cut -c1-16)"; fi
+}
+
+# code_version NAME ROOT... [--dist DIST...]: the key line "code NAME HASH", the version
+# of the code ROOTs run (examples/common/code_version.py: the checkout's files they
+# import, the data files beside them, the installed versions of DISTs); cached per run
+declare -A _CODE_VERSIONS=()
+code_version() {
+  local name="$1"; shift
+  local k; k="$(key_of "$@")"
+  [[ -n "${_CODE_VERSIONS[$k]:-}" ]] \
+    || _CODE_VERSIONS[$k]="$(python "$REPO/examples/common/code_version.py" hash "$@")" \
+    || die "code_version.py failed for $name"
+  echo "code $name ${_CODE_VERSIONS[$k]}"
+}
+# The code of the steps every recipe shares
+FAIRSEQ_DISTS=(--dist ve-fairseq fairseq torch)
+code_train() { code_version train "$REPO/fairseq_luong" "${FAIRSEQ_DISTS[@]}"; }
+code_generate() { code_version generate "$REPO/fairseq_luong" "$TOOLS" "${FAIRSEQ_DISTS[@]}"; }
+code_score() { code_version score --dist sacrebleu; }
+# warm_code_versions: compute the shared code versions once, in this shell (keys are
+# mostly computed inside $(...), where the cache would be lost)
+warm_code_versions() { code_train > /dev/null; code_generate > /dev/null; code_score > /dev/null
+  code_version average "$REPO/scripts/train/average_checkpoints.py" > /dev/null; }
+
+# same_or_refuse FILE KEY WHAT [HOW]: FILE holds KEY (or is new: then it gets it);
+# another key stops with the difference shown and HOW to go on
 same_or_refuse() {
-  local file="$1" key="$2" what="$3"
+  local file="$1" key="$2" what="$3" how="${4:-delete $(dirname "$1") to redo it, or use another name / --work-dir}"
   if [[ -f "$file" && "$(cat "$file")" != "$key" ]]; then
     echo "[$RECIPE] error: $what was made with other options:" >&2
     diff <(sed 's/ --/\n--/g' "$file") <(printf '%s\n' "$key" | sed 's/ --/\n--/g') | grep '^[<>]' \
       | sed 's/^</  before:/; s/^>/  now:   /' >&2 || true
-    die "delete $(dirname "$file") to redo it, or use another name / --work-dir"
+    die "$how"
   fi
   mkdir -p "$(dirname "$file")"
   printf '%s\n' "$key" > "$file"
 }
 
+# same_code_or_refuse DIR WHAT ROOT... [--dist DIST...]: the model in DIR (its checkpoints)
+# was trained by the code ROOTs are now (DIR/code, DIR/code.manifest); a model trained by
+# other code (or before the code version was recorded) is refused with the files that
+# changed, unless ACCEPT_CODE=1, which records the change in DIR/code.accepted and goes on
+same_code_or_refuse() {
+  local dir="$1" what="$2"; shift 2
+  local now; now="$(code_version train "$@")"
+  if [[ -f "$dir/code" && "$(cat "$dir/code")" == "$now" ]]; then return 0; fi
+  if [[ -f "$dir/code" || -e "$dir/checkpoints/checkpoint_last.pt" ]]; then
+    local before; before="$(cat "$dir/code" 2>/dev/null || echo "not recorded (made before recipes recorded it)")"
+    if [[ "${ACCEPT_CODE:-0}" != 1 ]]; then
+      echo "[$RECIPE] error: $what was trained by other code: $before, now ${now#code train }; changed:" >&2
+      python "$REPO/examples/common/code_version.py" diff "$dir/code.manifest" "$@" | sed 's/^/  /' >&2
+      die "train it again (RETRAIN=1, or delete $dir), or keep it with ACCEPT_CODE=1 (recorded in $dir/code.accepted)"
+    fi
+    say "$what: ACCEPT_CODE=1: keeping it across the code change ($before -> ${now#code train }; $dir/code.accepted)"
+    { echo "$(date -u '+%F %T') accepted: $before -> $now; changed:"
+      python "$REPO/examples/common/code_version.py" diff "$dir/code.manifest" "$@" | sed 's/^/  /'; } >> "$dir/code.accepted"
+  fi
+  mkdir -p "$dir"
+  printf '%s\n' "$now" > "$dir/code"
+  python "$REPO/examples/common/code_version.py" hash "$@" --manifest "$dir/code.manifest" > /dev/null
+}
+
 # data_key FILES...: sizes and modification times of the input files
 data_key() { stat -c '%n %s %Y' "$@" | tr '\n' ' '; }
 
+# train_key DATA_KEY FAIRSEQ_TRAIN_ARGS...: the key of a training (its `trained` marker)
+train_key() { local dkey="$1"; shift; printf 'options %s\ndata %s\n%s' "$(key_of "$@")" "$dkey" "$(code_train)"; }
+
+# train_launcher N: TRAIN_LAUNCHER=(what starts fairseq-train for N processes): nothing for
+# one; for several, torchrun (one process per GPU with nccl, or per CPU core group with gloo
+# where there is no GPU: the same command, so a CPU run rehearses a multi-GPU one)
+TRAIN_LAUNCHER=()
+train_launcher() {
+  TRAIN_LAUNCHER=()
+  (( $1 > 1 )) && TRAIN_LAUNCHER=(torchrun --standalone --nproc_per_node "$1" --no-python)
+  return 0
+}
+
 # train_system NAME DATA_BIN DATA_KEY FAIRSEQ_TRAIN_ARGS...
 #   trains WORK/systems/NAME (checkpoints in .../checkpoints, log in .../train.log);
-#   skips it when trained with the same options, resumes it when interrupted,
-#   refuses when the folder holds a system trained with other options.
+#   skips it when trained with the same options and code, resumes it when interrupted,
+#   refuses when the folder holds a system trained with other options or other code
+#   (same_code_or_refuse); RETRAIN=1 deletes it and trains it again.
 train_system() {
   local name="$1" bin="$2" dkey="$3"; shift 3
   local dir="$WORK/systems/$name"
-  local key; key="$(key_of "$@") data: $dkey"
-  same_or_refuse "$dir/options" "$key" "system $name ($dir)"
+  local okey="$(key_of "$@") data: $dkey" key; key="$(train_key "$dkey" "$@")"
+  if [[ "${RETRAIN:-0}" == 1 && -d "$dir" ]] && ! fresh "$dir/trained" "$key"; then
+    say "$name: RETRAIN=1: deleting $dir and training it again"; rm -rf "$dir"
+  fi
+  same_or_refuse "$dir/options" "$okey" "system $name ($dir)" \
+    "train it again with RETRAIN=1 (or delete $dir), or use another name / --work-dir"
+  same_code_or_refuse "$dir" "system $name ($dir)" "$REPO/fairseq_luong" "${FAIRSEQ_DISTS[@]}"
   if fresh "$dir/trained" "$key"; then say "$name: trained already ($dir)"; return; fi
+  if [[ -f "$dir/trained" && "${ACCEPT_CODE:-0}" == 1 ]] && grep -q "done training" "$dir/train.log" 2>/dev/null; then
+    stamp "$dir/trained" "$key" "$dir/checkpoints"; say "$name: trained already ($dir; code change accepted)"; return
+  fi
+  rm -f "$dir/trained" "$dir/trained.key"
   if [[ -f "$dir/checkpoints/checkpoint_last.pt" ]]; then
     say "$name: resuming from $dir/checkpoints/checkpoint_last.pt"
   fi
   say "training $name (log: $dir/train.log)"
   say "  fairseq-train $bin $*"
   echo "== $(date -u '+%F %T') fairseq-train $bin $*" >> "$dir/train.log"
-  if ! fairseq-train "$bin" --user-dir "$REPO/fairseq_luong" --save-dir "$dir/checkpoints" \
+  if ! "${TRAIN_LAUNCHER[@]+"${TRAIN_LAUNCHER[@]}"}" fairseq-train "$bin" --user-dir "$REPO/fairseq_luong" --save-dir "$dir/checkpoints" \
         --log-format simple --no-progress-bar "$@" 2>&1 \
       | tee -a "$dir/train.log" | python "$TOOLS" progress "$name"; then
     tail -20 "$dir/train.log" >&2
     die "fairseq-train failed for $name (log: $dir/train.log)"
   fi
   grep -q "done training" "$dir/train.log" || die "$name: fairseq-train ended without 'done training' ($dir/train.log)"
-  touch "$dir/trained"; stamp "$dir/trained" "$key"
+  touch "$dir/trained"; stamp "$dir/trained" "$key" "$dir/checkpoints"
+}
+
+# average_key NAME N: the key of WORK/systems/NAME/model.pt
+average_key() {
+  printf '%s average %s final\n%s' "$(ident "$WORK/systems/$1/trained")" "$2" \
+    "$(code_version average "$REPO/scripts/train/average_checkpoints.py")"
 }
 
 # average_last NAME N: WORK/systems/NAME/model.pt = the average of the last N saved
@@ -118,7 +282,8 @@ average_last() {
   local name="$1" n="$2" dir="$WORK/systems/$1"
   local ckpts=("$dir"/checkpoints/checkpoint_*_*.pt)
   [[ -e "${ckpts[0]}" ]] || ckpts=()
-  local key; key="$(cat "$dir/trained.key") average $n final"
+  [[ -f "$dir/trained.key" ]] || die "$name: not trained (no $dir/trained): train it first"
+  local key; key="$(average_key "$name" "$n")"
   fresh "$dir/model.pt" "$key" && return
   [[ -f "$dir/checkpoints/checkpoint_last.pt" ]] || die "$name: no checkpoint in $dir/checkpoints: train it first"
   # "UPDATES PATH" of each interval checkpoint, oldest first
@@ -136,34 +301,51 @@ average_last() {
   stamp "$dir/model.pt" "$key"
 }
 
-# validate NAME DATA_BIN [fairseq-validate args]: WORK/systems/NAME/valid.json,
-# the validation loss and perplexity of model.pt
+# validate_key NAME DATA_BIN SUBSET [fairseq-validate args]: the key of WORK/systems/NAME/SUBSET.json
+validate_key() {
+  local name="$1" bin="$2" subset="$3"; shift 3
+  printf '%s %s\ndata: %s\n%s' "$(ident "$WORK/systems/$name/model.pt")" "$(key_of --valid-subset "$subset" "$@")" \
+    "$(ident "$bin/.done")" "$(code_generate)"
+}
+
+# validate_model NAME DATA_BIN [--subset SUBSET] [fairseq-validate args]:
+# WORK/systems/NAME/SUBSET.json (default valid.json), the loss and perplexity of model.pt
+# on that split
 validate_model() {
-  local name="$1" bin="$2" dir="$WORK/systems/$1"; shift 2
-  local key; key="$(cat "$dir/model.pt.key") $(key_of "$@")"
-  fresh "$dir/valid.json" "$key" && return
+  local name="$1" bin="$2" dir="$WORK/systems/$1" subset=valid; shift 2
+  [[ "${1:-}" == --subset ]] && { subset="$2"; shift 2; }
+  local key; key="$(validate_key "$name" "$bin" "$subset" "$@")"
+  fresh "$dir/$subset.json" "$key" && return
   fairseq-validate "$bin" --user-dir "$REPO/fairseq_luong" --task translation --path "$dir/model.pt" \
-    --valid-subset valid --log-format simple "$@" > "$dir/validate.log" 2>&1 \
-    || { tail -20 "$dir/validate.log" >&2; die "fairseq-validate failed for $name"; }
-  python "$TOOLS" valid-json "$dir/validate.log" > "$dir/valid.json"
-  stamp "$dir/valid.json" "$key"
+    --valid-subset "$subset" --log-format simple "$@" > "$dir/validate_$subset.log" 2>&1 \
+    || { tail -20 "$dir/validate_$subset.log" >&2; die "fairseq-validate failed for $name ($subset)"; }
+  python "$TOOLS" valid-json "$dir/validate_$subset.log" > "$dir/$subset.json"
+  stamp "$dir/$subset.json" "$key"
+}
+
+# translate_key DATA_BIN CKPTS REF [fairseq-generate args]: the key of OUT_PREFIX.hyp
+translate_key() {
+  local bin="$1" ckpts="$2" ref="$3"; shift 3
+  local key="" ckpt arg
+  for ckpt in ${ckpts//:/ }; do key+="model $(ident "$ckpt")"$'\n'; done
+  key+="data $(ident "$bin/.done") ref $(data_key "$ref")"$'\n'"$(key_of "$@")"
+  for arg in "$@"; do [[ -f "$arg" ]] && key+=" $(data_key "$arg")"; done  # e.g. a --replace-unk DICT
+  printf '%s\n%s' "$key" "$(code_generate)"
 }
 
 # translate LABEL DATA_BIN CKPTS REF OUT_PREFIX [fairseq-generate args]: OUT_PREFIX.out
 # (fairseq-generate's output) and OUT_PREFIX.hyp (the hypotheses in test order, one for
 # each line of REF). CKPTS: checkpoint(s) separated by ':' (an ensemble), each made by
-# a step that left CKPT.key; the args and the files they name key the output
+# a step that stamped it; their identities, the args and the files they name key the output
 translate() {
   local label="$1" bin="$2" ckpts="$3" ref="$4" out="$5"; shift 5
-  local key="" ckpt
-  for ckpt in ${ckpts//:/ }; do key+="$(cat "$ckpt.key") "; done
-  key+="$(key_of "$@")"
-  local arg; for arg in "$@"; do [[ -f "$arg" ]] && key+=" $(data_key "$arg")"; done  # e.g. a --replace-unk DICT
+  local key; key="$(translate_key "$bin" "$ckpts" "$ref" "$@")"
   fresh "$out.hyp" "$key" && return
   say "$label: translating ($*)"
   fairseq-generate "$bin" --user-dir "$REPO/fairseq_luong" --path "$ckpts" "$@" \
     > "$out.out" 2> "$out.log" || { tail -20 "$out.log" >&2; die "fairseq-generate failed for $label ($out.log)"; }
-  python "$TOOLS" hyps "$out.out" --ref "$ref" > "$out.hyp"
+  python "$TOOLS" hyps "$out.out" --ref "$ref" > "$out.hyp.part" || die "$label: $out.out does not cover $ref"
+  mv "$out.hyp.part" "$out.hyp"
   stamp "$out.hyp" "$key"
 }
 
@@ -176,12 +358,19 @@ report() {
   cat "$out.md"
 }
 
+# score_key HYP REF [sacrebleu args]: the key of a score of HYP against REF
+score_key() {
+  local hyp="$1" ref="$2"; shift 2
+  printf '%s\nref %s\n%s\n%s' "$(ident "$hyp")" "$(ident "$ref")" "$(key_of "$@")" "$(code_score)"
+}
+
 # score HYP REF OUT_JSON [sacrebleu args]: sacreBLEU of HYP against the raw reference REF
 score() {
   local hyp="$1" ref="$2" out="$3"; shift 3
-  local key; key="$(data_key "$hyp" "$ref") $(key_of "$@")"
+  local key; key="$(score_key "$hyp" "$ref" "$@")"
   if ! fresh "$out" "$key"; then
-    sacrebleu "$ref" -i "$hyp" -m bleu -w 2 "$@" > "$out" || die "sacrebleu failed on $hyp"
+    sacrebleu "$ref" -i "$hyp" -m bleu -w 2 "$@" > "$out.part" || die "sacrebleu failed on $hyp"
+    mv "$out.part" "$out"
     stamp "$out" "$key"
   fi
   python -c "import json,sys; s=json.load(open(sys.argv[1])); print(f\"{s['score']:.2f}  {s['verbose_score']}  {s['signature']}\")" "$out"

@@ -2,7 +2,7 @@
 """Score perSPE translations, and tabulate systems over seeds (mean and spread).
 
   python score.py score --hyp test.hyp --ref raw/test.ja --json bleu.json
-  python score.py table --work WORK NAME [NAME ...]
+  python score.py table --work WORK [--note TEXT ...] NAME=SEED,SEED [NAME=SEED ...]
 
 score compares the hypotheses with the *raw* reference file, both passed
 through the data path's one normalisation (fairseq_luong.data.text.
@@ -15,9 +15,10 @@ ASPEC evaluation likewise converts both sides alike (half-width to full-width
 with h2z before segmenting). The BLEU against the unnormalised reference is
 kept in the JSON file for comparison, never reported as the score.
 
-table reads WORK/systems/NAME/seed*/bleu.json and train.log and prints a
-Markdown table: BLEU per seed, mean, sample standard deviation, range, chrF2,
-updates and training minutes.
+table reads WORK/systems/NAME/seedS/bleu.json and train.log of the seeds it is
+given (NAME=S,S,...: run.sh gives the seeds of SEEDS whose scores are fresh) and
+prints a Markdown table: BLEU per seed, mean, sample standard deviation, range,
+chrF2, updates and training minutes, then the notes (--note: what is missing).
 """
 import argparse
 import json
@@ -69,10 +70,13 @@ def score(hyp_path, ref_path):
     }
 
 
-def seed_dirs(work, name):
-    dirs = sorted((Path(work) / "systems" / name).glob("seed*"),
-                  key=lambda d: int(d.name[4:]) if d.name[4:].isdigit() else 0)
-    return [d for d in dirs if (d / "bleu.json").is_file()]
+def seed_dirs(work, name, seeds):
+    """The folders of the given seeds (all must hold a bleu.json)."""
+    dirs = [Path(work) / "systems" / name / f"seed{seed}" for seed in seeds]
+    for d in dirs:
+        if not (d / "bleu.json").is_file():
+            raise ScoreError(f"{d}/bleu.json not found (run: run.sh eval {name})")
+    return dirs
 
 
 def training(seed_dir):
@@ -86,12 +90,17 @@ def training(seed_dir):
     return (int(updates[-1]) if updates else None), seconds / 60
 
 
-def table(work, names):
+def table(work, systems, notes=(), decoding=None):
+    """The Markdown table of ``systems`` ([(NAME, [seed, ...])]); a system without seeds
+    gets a row of dashes; ``notes`` (what is missing) follow the table."""
     rows = []
-    for name in names:
-        dirs = seed_dirs(work, name)
-        if not dirs:
-            raise ScoreError(f"{work}/systems/{name}: no scored seed (run: run.sh eval {name})")
+    cols = ["system", "seeds", "BLEU per seed", "mean", "sd", "range", "chrF2 mean", "updates",
+            "minutes per seed"]
+    for name, seeds in systems:
+        if not seeds:
+            rows.append(dict({c: "-" for c in cols}, system=name, empty=True))
+            continue
+        dirs = seed_dirs(work, name, seeds)
         scores = [json.loads((d / "bleu.json").read_text()) for d in dirs]
         bleus = [s["BLEU"] for s in scores]
         runs = [training(d) for d in dirs]
@@ -108,16 +117,21 @@ def table(work, names):
             if any(m for _, m in runs) else float("nan"),
             "signature": scores[0]["signature"],
         })
-    cols = ["system", "seeds", "BLEU per seed", "mean", "sd", "range", "chrF2 mean", "updates",
-            "minutes per seed"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in rows:
         lines.append("| " + " | ".join(cell(row[c]) for c in cols) + " |")
-    base = rows[0]
-    for row in rows[1:]:
-        lines.append(f"\n{row['system']} - {base['system']}: {row['mean'] - base['mean']:+.2f} "
-                     f"BLEU (mean over seeds; seed sd {cell(base['sd'])} and {cell(row['sd'])})")
-    lines.append(f"\nBLEU: {COMPARED}; {base['signature']}")
+    scored = [r for r in rows if not r.get("empty")]
+    if scored:
+        base = scored[0]
+        for row in scored[1:]:
+            lines.append(f"\n{row['system']} - {base['system']}: {row['mean'] - base['mean']:+.2f} "
+                         f"BLEU (mean over seeds; seed sd {cell(base['sd'])} and {cell(row['sd'])})")
+        lines.append(f"\nBLEU: {COMPARED}; {base['signature']}")
+    if decoding:
+        lines.append(f"\nDecoding: {decoding}.")
+    if notes:
+        lines.append("\nMissing (not in the table):")
+        lines.extend(f"- {note}" for note in notes)
     return "\n".join(lines)
 
 
@@ -140,14 +154,20 @@ def main(argv=None):
     s.add_argument("--json", required=True, help="where to write the scores")
     t = sub.add_parser("table", help="mean and spread over seeds of finished systems")
     t.add_argument("--work", required=True, help="run.sh's WORK folder")
-    t.add_argument("names", nargs="+", help="system NAMEs under WORK/systems")
+    t.add_argument("--note", action="append", default=[], help="a line for the notes under the table")
+    t.add_argument("--decoding", help="how the translations were made, for the notes")
+    t.add_argument("systems", nargs="+", help="NAME=SEED,SEED,... (the seeds to show; none: a row of dashes)")
     args = parser.parse_args(argv)
     try:
         if args.command == "score":
             scores = score(args.hyp, args.ref)
             Path(args.json).write_text(json.dumps(scores, ensure_ascii=False, indent=1) + "\n")
         else:
-            print(table(args.work, args.names))
+            systems = []
+            for item in args.systems:
+                name, _, seeds = item.partition("=")
+                systems.append((name, [x for x in seeds.split(",") if x]))
+            print(table(args.work, systems, args.note, args.decoding))
     except ScoreError as e:
         sys.exit(f"score.py: error: {e}")
 
