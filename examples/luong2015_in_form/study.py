@@ -641,8 +641,8 @@ def table6(study: Study, w, verdicts):
     w("## Table 6 in form: alignment error rate (KFTT Ja→En, 582 gold pairs)")
     w("")
     w("Forced alignment of the gold sentences in the gold's own words (SentencePiece pieces "
-      "folded into words by `scripts/force_align.py`), one link per English word; AER against "
-      "the gold's sure and possible links (`scripts/aer.py`; the 6 gold links past their "
+      "folded into words by `scripts/eval/force_align.py`), one link per English word; AER against "
+      "the gold's sure and possible links (`scripts/eval/aer.py`; the 6 gold links past their "
       "sentence's end dropped). Paper convention: footnote 14 (a content-based a_t aligns the "
       "input word y_{t-1}); fairseq: row t aligns y_t, as `--print-alignment`. The paper's "
       "figures are for RWTH En-De, 4 x 1000 models on WMT'14: the ordering is the claim.")
