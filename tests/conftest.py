@@ -8,7 +8,20 @@ import torch
 # the repository root on sys.path: ``import fairseq_luong`` and ``tests.helpers``
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYTHONWARNINGS", "ignore")
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+if "OMP_NUM_THREADS" not in os.environ:  # test.sh sets 1: two pytest-xdist processes, one thread each
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+# The files that take minutes run first, so that pytest-xdist (--dist loadfile) spreads the
+# short ones around them instead of starting a long one last.
+LONG_FIRST = ["test_learning.py", "test_in_form.py", "test_recipes.py", "test_perspe_e2e.py"]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item):
+        name = item.path.name
+        return LONG_FIRST.index(name) if name in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the order inside a file is kept
 
 
 @pytest.fixture

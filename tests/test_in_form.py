@@ -3,7 +3,7 @@
 Every step of the real study runs, on the first 200 training pairs of each corpus, with
 16-unit models trained for one epoch (perSPE: 2 updates): prepare (Multi30k words with the
 IBM Model 1 dictionary, KFTT without the gold-aligned sentences, the perSPE data),
-train one system of each kind, eval (translations, unk replacement, AER of forced
+train one system of each kind (Multi30k words, KFTT pieces, perSPE), eval (translations, unk replacement, AER of forced
 alignments against the KFTT gold, BLEU by length, perSPE scoring), report.
 """
 import json
@@ -37,8 +37,9 @@ def study(work, *words, check=True):
 def work(tmp_path_factory):
     work = tmp_path_factory.mktemp("in_form")
     study(work, "prepare")
-    for system in ("m30k_base", "m30k_localp_general_feed", "kftt_global_location_feed",
-                   "kftt_localp_general_feed", "kftt_rnnsearch"):
+    # one system of each kind the steps treat differently: words with unk replacement,
+    # SentencePiece with forced alignment (and Figure 2's BLEU by length), perSPE
+    for system in ("m30k_localp_general_feed", "kftt_global_location_feed"):
         study(work, "train", system, "1")
     study(work, "train", "perspe_spe_perspe", "1")
     study(work, "eval")
@@ -79,13 +80,12 @@ def test_multi30k_words_are_capped_so_that_unk_occurs(work):
 
 
 def test_eval_writes_scores_alignments_and_perspe(work):
-    for system in ("m30k_base.s1", "m30k_localp_general_feed.s1", "kftt_rnnsearch.s1"):
+    for system in ("m30k_localp_general_feed.s1", "kftt_global_location_feed.s1"):
         d = work / "systems" / system
         assert json.loads((d / "test.bleu.json").read_text())["score"] >= 0
         assert json.loads((d / "test_ppl.json").read_text())["ppl"] > 1
     aer = work / "eval" / "aer"
-    for name in ("kftt_global_location_feed.paper", "kftt_global_location_feed.fairseq",
-                 "kftt_localp_general_feed.paper", "ensemble.paper", "diagonal"):
+    for name in ("kftt_global_location_feed.paper", "kftt_global_location_feed.fairseq", "diagonal"):
         assert (aer / f"{name}.aer").read_text().startswith("AER = "), name
         assert len((aer / f"{name}.align").read_text("utf-8").splitlines()) == 582
     bleu = json.loads((work / "perspe" / "systems" / "spe_perspe" / "seed1" / "study_bleu.json").read_text())
