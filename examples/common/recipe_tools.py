@@ -11,8 +11,6 @@
   hyps GENERATE_OUT --ref REF
                            fairseq-generate's best hypotheses (H- lines) in sample order,
                            one per line; every line of REF must have one
-  filter-length SRC TGT OUT_PREFIX --max-words N
-                           keep the line pairs with at most N words on both sides
   vocab-to-dict VOCAB DICT  a vocabulary file (one word a line, as the Stanford release's
                            vocab.50K.*) as a fairseq dictionary; <unk>, <s>, </s> dropped
                            (fairseq has its own)
@@ -27,7 +25,6 @@
 import argparse
 import importlib
 import importlib.util
-import itertools
 import json
 import os
 import re
@@ -137,23 +134,6 @@ def cmd_hyps(args):
             f"{args.ref} (first missing sample id: {missing[0] if missing else 'none'}): "
             "the test set was filtered or generation did not finish")
     sys.stdout.writelines(hyps[i] + "\n" for i in range(n_ref))
-
-
-def cmd_filter_length(args):
-    kept = total = 0
-    with open(f"{args.out_prefix}.{args.src_lang}", "w", encoding="utf-8", newline="\n") as os_, \
-            open(f"{args.out_prefix}.{args.tgt_lang}", "w", encoding="utf-8", newline="\n") as ot:
-        for s, t in itertools.zip_longest(text_lines(args.src), text_lines(args.tgt)):
-            if s is None or t is None:
-                raise SystemExit(f"error: {args.src} and {args.tgt} differ in line count "
-                                 f"(one ends after line {total})")
-            total += 1
-            if 0 < len(s.split()) <= args.max_words and 0 < len(t.split()) <= args.max_words:
-                os_.write(s + "\n")
-                ot.write(t + "\n")
-                kept += 1
-    print(f"kept {kept} of {total} pairs with 1..{args.max_words} words on both sides",
-          file=sys.stderr)
 
 
 SPECIALS = {"<unk>", "<s>", "</s>", "<pad>"}
@@ -269,13 +249,6 @@ def main(argv=None):
     p = sub.add_parser("hyps", help="hypotheses of a fairseq-generate output in sample order")
     p.add_argument("generate_out")
     p.add_argument("--ref", required=True, help="the reference file the hypotheses must match")
-    p = sub.add_parser("filter-length", help="drop line pairs longer than --max-words")
-    p.add_argument("src")
-    p.add_argument("tgt")
-    p.add_argument("out_prefix")
-    p.add_argument("--src-lang", required=True)
-    p.add_argument("--tgt-lang", required=True)
-    p.add_argument("--max-words", type=int, required=True)
     p = sub.add_parser("vocab-to-dict", help="vocabulary file -> fairseq dictionary")
     p.add_argument("vocab")
     p.add_argument("dict")
@@ -290,7 +263,7 @@ def main(argv=None):
     p.add_argument("--metric", default="sacreBLEU", help="column title of the score")
     args = parser.parse_args(argv)
     {"progress": cmd_progress, "curve": cmd_curve, "valid-json": cmd_valid_json, "hyps": cmd_hyps,
-     "filter-length": cmd_filter_length, "vocab-to-dict": cmd_vocab_to_dict,
+     "vocab-to-dict": cmd_vocab_to_dict,
      "detok": cmd_detok, "time-epoch": cmd_time_epoch, "table": cmd_table}[args.command](args)
 
 
