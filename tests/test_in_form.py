@@ -26,23 +26,38 @@ pytestmark = pytest.mark.skipif(not all(p.exists() for p in NEEDED),
 def study(work, *words, check=True):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", MAX_UPDATE="2",
                PATH=os.path.dirname(bin_path("python")) + os.pathsep + os.environ["PATH"])
-    proc = subprocess.run(["bash", str(RUN), "--work-dir", str(work), "--slice", "200", "--epochs", "1",
-                           "--size", "16", *words], capture_output=True, text=True, env=env)
+    proc = subprocess.run(["bash", str(RUN), "--work-dir", str(work), "--results", str(work / "results"),
+                           "--slice", "200", "--epochs", "1", "--size", "16", *words],
+                          capture_output=True, text=True, env=env)
     if check:
         assert proc.returncode == 0, f"run.sh {' '.join(words)} failed:\n{proc.stderr[-4000:]}"
     return proc
 
 
+def load_runner():
+    """examples/luong2015_in_form/runner.py and study.py as the recipe runs them (a script's
+    folder first on the path), without putting the examples on sys.path for other tests."""
+    import importlib.util
+    import sys
+
+    mods = {}
+    for name in ("study", "runner"):
+        spec = importlib.util.spec_from_file_location(name, RUN.parent / f"{name}.py")
+        mods[name] = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mods[name]
+        spec.loader.exec_module(mods[name])
+    return mods["study"], mods["runner"]
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     work = tmp_path_factory.mktemp("in_form")
-    study(work, "prepare")
     # one system of each kind the steps treat differently: words with unk replacement,
-    # SentencePiece with forced alignment (and Figure 2's BLEU by length), perSPE
-    for system in ("m30k_localp_general_feed", "kftt_global_location_feed"):
-        study(work, "train", system, "1")
-    study(work, "train", "perspe_spe_perspe", "1")
-    study(work, "eval")
+    # SentencePiece with forced alignment (and Figure 2's BLEU by length), perSPE; each
+    # trained, evaluated and published by `one`, as `study` runs them
+    for system in ("m30k_localp_general_feed", "kftt_global_location_feed", "perspe_spe_perspe"):
+        study(work, "one", system, "1")
+    study(work, "finish")
     return work
 
 
@@ -50,7 +65,7 @@ def test_plan_prints_every_training_and_the_total():
     proc = run_command(["bash", str(RUN), "--plan"])
     lines = proc.stdout.splitlines()
     assert sum(line.startswith("m30k_base ") for line in lines) == 3  # three seeds of the ladder
-    assert lines[-1].startswith("total: 34 trainings, about ")
+    assert lines[-1].startswith("total: 34 trainings, ") and "wall clock with 2 at a time" in lines[-1]
 
 
 def test_kftt_split_holds_no_gold_sentence(work):
@@ -79,27 +94,122 @@ def test_multi30k_words_are_capped_so_that_unk_occurs(work):
     assert "<unk>" not in (work / "systems" / "m30k_localp_general_feed.s1" / "test.unk.hyp").read_text("utf-8")
 
 
-def test_eval_writes_scores_alignments_and_perspe(work):
-    for system in ("m30k_localp_general_feed.s1", "kftt_global_location_feed.s1"):
-        d = work / "systems" / system
-        assert json.loads((d / "test.bleu.json").read_text())["score"] >= 0
-        assert json.loads((d / "test_ppl.json").read_text())["ppl"] > 1
-    aer = work / "eval" / "aer"
-    for name in ("kftt_global_location_feed.paper", "kftt_global_location_feed.fairseq", "diagonal"):
-        assert (aer / f"{name}.aer").read_text().startswith("AER = "), name
-        assert len((aer / f"{name}.align").read_text("utf-8").splitlines()) == 582
-    bleu = json.loads((work / "perspe" / "systems" / "spe_perspe" / "seed1" / "study_bleu.json").read_text())
-    assert "BLEU" in bleu
+def test_each_training_is_published_with_its_commit_options_and_scores(work):
+    """`one` copies the small files into --results, keyed on the commit of the code (this
+    checkout: with its changes, if any) and the options; checkpoints stay in the work folder."""
+    _, runner = load_runner()
+    results = work / "results"
+    commit = runner.code_identity(str(results))
+    assert commit.split("+")[0] == subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%H", "--", "."],
+                                                   capture_output=True, text=True).stdout.strip()
+    for rel, scores in (("systems/m30k_localp_general_feed.s1", {"bleu", "bleu_unk", "ppl"}),
+                        ("systems/kftt_global_location_feed.s1", {"bleu", "ppl"}),
+                        ("perspe/systems/spe_perspe/seed1", {"bleu"})):
+        r = json.loads((results / rel / "result.json").read_text())
+        assert r["commit"] == commit and r["study"] == {"beam": "5", "slice": "200", "epochs": "1", "size": "16"}
+        assert set(r["scores"]) == scores and r["train_minutes"] is not None, rel
+        assert (results / rel / "train.log").exists() and not list((results / rel).glob("*.pt")), rel
+    r = json.loads((results / "systems/m30k_localp_general_feed.s1/result.json").read_text())
+    assert r["train_options"].startswith("--arch luong_localp --encoder-layers 2") and r["train_options"].endswith(
+        "--reverse-source --dropout 0.2 --seed 1")
+    assert r["scores"]["bleu"] == json.loads((results / "systems/m30k_localp_general_feed.s1/test.bleu.json")
+                                             .read_text())["score"]
+    # what the tables read: the references, the forced alignments, the heat map
+    for rel in ("data/m30k/raw/test.de", "data/kftt/text/test.en", "perspe/raw/test.ja",
+                "eval/aer/kftt_global_location_feed.paper.align", "eval/aer/diagonal.aer"):
+        assert (results / rel).stat().st_size > 0, rel
+    assert list((results / "eval/heatmaps/kftt_global_location_feed.s1").glob("*.png"))
+
+
+def test_a_published_training_is_compared_not_replaced_and_other_code_is_refused(work):
+    results = work / "results"
+    path = results / "systems/m30k_localp_general_feed.s1/result.json"
+    before = path.read_text()
+    proc = study(work, "one", "m30k_localp_general_feed", "1")
+    assert "published already; this run's scores" in proc.stderr and "are the same as the published" in proc.stderr
+    assert path.read_text() == before
+    other = json.loads(before)
+    other["commit"] = "0" * 40
+    path.write_text(json.dumps(other))
+    try:
+        for words in (("one", "m30k_localp_general_feed", "1"), ("study",)):
+            proc = study(work, *words, check=False)
+            assert proc.returncode != 0
+            last = proc.stderr.strip().splitlines()[-1]
+            assert last.startswith(f"[in_form] error: {path} was made by other code or options (commit: published "
+                                   "0000000000000000000000000000000000000000, now "), last
+            assert "check out commit 000000000000 to go on with it, or give another --results" in last
+    finally:
+        path.write_text(before)
+
+
+def test_the_recipes_own_results_are_made_only_from_a_clean_commit(monkeypatch):
+    _, runner = load_runner()
+    monkeypatch.setattr(runner, "code_commit", lambda results: ("a" * 40, ["fairseq_luong/models/luong_lstm.py"]))
+    with pytest.raises(SystemExit, match="this checkout has changes: fairseq_luong/models/luong_lstm.py; commit them"):
+        runner.check_all(runner.OWN_RESULTS, ["--beam", "5", "--slice", "0", "--epochs", "10", "--size", "128"])
+
+
+def test_the_scheduler_runs_jobs_at_a_time_one_thread_each_and_stops_after_a_failure(tmp_path, monkeypatch):
+    _, runner = load_runner()
+    fake = tmp_path / "run.sh"
+    fake.write_text("""#!/usr/bin/env bash
+name="${@: -2:1}" seed="${@: -1}"
+echo "start $name $seed $OMP_NUM_THREADS $(date +%s.%N)" >> "$LOG"
+sleep 0.4
+echo "end $name $seed $(date +%s.%N)" >> "$LOG"
+[[ "$name $seed" != "m30k_localp_general_feed 1" ]]
+""")
+    monkeypatch.setenv("LOG", str(tmp_path / "log"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # what the scheduler must not pass on
+    opts = ["--work-dir", str(tmp_path / "work"), "--beam", "5", "--slice", "0", "--epochs", "10", "--size", "128"]
+    with pytest.raises(SystemExit, match=r"failed: m30k_localp_general_feed seed 1 \(exit 1"):
+        runner.run_all(2, str(fake), str(tmp_path / "results"), opts)
+    events = [line.split() for line in (tmp_path / "log").read_text().splitlines()]
+    starts = [e for e in events if e[0] == "start"]
+    # the run order: seed 1 of the ladder first; each with one thread
+    starts.sort(key=lambda e: float(e[4]))
+    assert {e[1] for e in starts[:2]} == {"m30k_base", "m30k_reverse"}
+    assert "m30k_dropout" in {e[1] for e in starts[2:4]}
+    assert {e[3] for e in starts} == {"1"}
+    # two at once, never more
+    timeline = sorted([(float(e[4]), 1) for e in starts] + [(float(e[3]), -1) for e in events if e[0] == "end"])
+    running, most = 0, 0
+    for _, step in timeline:
+        running += step
+        most = max(most, running)
+    assert most == 2
+    # after the failure (the 6th training) only the one under way finishes: nothing new starts
+    assert len(starts) <= 7 and len([e for e in events if e[0] == "end"]) == len(starts)
+
+
+def test_plan_uses_the_minutes_the_study_measured(tmp_path):
+    results = tmp_path / "results"
+    for name, seed, minutes in (("m30k_base", 1, 5.0), ("m30k_localp_general_feed", 1, 12.0)):
+        d = results / "systems" / f"{name}.s{seed}"
+        d.mkdir(parents=True)
+        (d / "result.json").write_text(json.dumps({"system": name, "seed": seed, "train_minutes": minutes,
+                                                   "study": {"slice": "0"}}))
+    out = run_command(["python", str(RUN.parent / "study.py"), "plan", "--results", str(results), "--jobs", "2"]).stdout
+    rows = {tuple(line.split()[:2]): line for line in out.splitlines()}
+    assert rows[("m30k_base", "1")].split()[3:5] == ["5.0", "measured"]
+    assert rows[("m30k_reverse", "2")].split()[3:] == ["5.0", "mean", "of", "1", "measured"]
+    assert rows[("m30k_localp_general_feed", "3")].split()[3] == "12.0"
+    assert "2 of 34 measured" in out.splitlines()[-1]
 
 
 def test_report_has_every_table_and_says_what_is_missing(work):
-    proc = study(work, "report")
-    report = (work / "report.md").read_text("utf-8")
+    report = (work / "results" / "report.md").read_text("utf-8")
     for heading in ("## Verdicts", "## Table 1 in form", "## Table 4 in form", "## Table 6 in form",
-                    "## Bahdanau et al. (2014) Figure 2 in form", "## perSPE in form"):
+                    "## Bahdanau et al. (2014) Figure 2 in form", "## perSPE in form",
+                    "## The trainings and how to remake each"):
         assert heading in report, heading
-    assert (work / "figures" / "fig2_bleu_by_length.png").stat().st_size > 0
+    assert (work / "results" / "figures" / "fig2_bleu_by_length.png").stat().st_size > 0
     # the ensemble's members were not all trained: the report says so, it does not invent a row
     assert "| ensemble of 8 models + unk replace | 0 |" in report
     assert "not run" in report
-    del proc
+    assert "**ensemble** lacks the checkpoints of m30k_global_location_feed.s1" in report
+    # every published training has its row, its commit and the command that remakes it
+    assert "| m30k_localp_general_feed seed 1 | " in report
+    assert "`bash examples/luong2015_in_form/run.sh one kftt_global_location_feed 1` |" in report
+    assert "`bash examples/luong2015_in_form/run.sh one perspe_spe_perspe 1` |" in report

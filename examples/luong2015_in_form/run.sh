@@ -3,6 +3,12 @@
 # Bahdanau et al. (2014) Figure 2 and perSPE's gain, with seeds and significance.
 #
 #   bash examples/luong2015_in_form/run.sh [OPTIONS] --plan          what the study trains, and its time
+#   bash examples/luong2015_in_form/run.sh [OPTIONS] study           the whole study, --jobs trainings at a
+#                                                                    time, each evaluated and published to
+#                                                                    --results (committed) as it ends, then
+#                                                                    the ensembles and the report
+#   bash examples/luong2015_in_form/run.sh [OPTIONS] one SYSTEM SEED one training, evaluated and published
+#   bash examples/luong2015_in_form/run.sh [OPTIONS] finish          the ensembles, the diagonal, the report
 #   bash examples/luong2015_in_form/run.sh [OPTIONS] prepare         tokenise, dictionaries, binarize
 #   bash examples/luong2015_in_form/run.sh [OPTIONS] train SYSTEM [SEED]
 #                                                                    one training (default: every seed)
@@ -24,6 +30,10 @@
 #   --slice N        use the first N training pairs of each corpus (tests; default: all)
 #   --epochs N       epochs of every system (default: 10, the paper's; tests: fewer)
 #   --size H         units of every layer (default: 128; tests: fewer)
+#   --jobs N         trainings at a time in `study`, one thread each (default: 2)
+#   --results DIR    where `study`, `one` and `finish` publish the small result files and the
+#                    report (default: results/ beside this script, committed after each
+#                    training: the checkout must then be a clean commit; elsewhere: no commit)
 #   -- ARGS          after `train SYSTEM`: extra fairseq-train options (they override the
 #                    system's; the key of the training records them)
 #
@@ -36,9 +46,11 @@ RECIPE=in_form
 STUDY="$HERE/study.py" TOOLS_DATA="$HERE/data_tools.py"
 
 SHARED="$REPO/../shared/data" WORK="$REPO/runs/luong2015_in_form" BEAM=5 SLICE=0 EPOCHS=10 SIZE=128
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
+JOBS=2 RESULTS="$HERE/results"
+usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
 source "$REPO/examples/common/recipe.sh"
-declare -A OPTS=([--shared]=SHARED [--work-dir]=WORK [--beam]=BEAM [--slice]=SLICE [--epochs]=EPOCHS [--size]=SIZE)
+declare -A OPTS=([--shared]=SHARED [--work-dir]=WORK [--beam]=BEAM [--slice]=SLICE [--epochs]=EPOCHS [--size]=SIZE
+                 [--jobs]=JOBS [--results]=RESULTS)
 PLAN=0; ARGS=()
 for a in "$@"; do [[ "$a" == --plan ]] && PLAN=1 || ARGS+=("$a"); done
 parse_options "${ARGS[@]+"${ARGS[@]}"}"
@@ -47,7 +59,10 @@ set -- "${POS[@]+"${POS[@]}"}"
 [[ "$SLICE" =~ ^[0-9]+$ ]] || die "--slice $SLICE: give a whole number (0: all pairs)"
 [[ "$EPOCHS" =~ ^[1-9][0-9]*$ ]] || die "--epochs $EPOCHS: give a positive whole number"
 [[ "$SIZE" =~ ^[1-9][0-9]*$ && $(( SIZE % 2 )) == 0 ]] || die "--size $SIZE: give a positive even number"
-if (( PLAN )); then command -v python >/dev/null && python "$STUDY" plan; exit 0; fi
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs $JOBS: give a positive whole number"
+# the options that make the study what it is (the key of every published result)
+STUDY_OPTS=(--shared "$SHARED" --work-dir "$WORK" --beam "$BEAM" --slice "$SLICE" --epochs "$EPOCHS" --size "$SIZE")
+if (( PLAN )); then command -v python >/dev/null && python "$STUDY" plan --results "$RESULTS" --jobs "$JOBS"; exit 0; fi
 recipe_init
 M30K="$WORK/data/m30k" KFTT="$WORK/data/kftt" ENJA="$WORK/data/kftt_enja"
 M30K_SRC_WORDS=4000 M30K_TGT_WORDS=5000 KFTT_PIECES=8000 KFTT_VALID=150
@@ -91,6 +106,7 @@ $M30K_TGT_WORDS German words (the rest: <unk>)"
     --tgtdict "$M30K/bin/dict.de.txt" --destdir "$M30K/raw-test" --dataset-impl raw \
     > "$M30K/preprocess_raw.log" 2>&1 \
     || { tail -20 "$M30K/preprocess_raw.log" >&2; die "fairseq-preprocess --dataset-impl raw failed"; }
+  touch "$M30K/raw-test/.done"  # what the translations' keys name (translate_key: ident DATA_BIN/.done)
   touch "$M30K/bin/.done"; stamp "$M30K/bin/.done" "$key"
 }
 
@@ -421,9 +437,62 @@ evaluate_perspe() {
   stamp "$dir/study_bleu.json" "$key"
 }
 
+# --------------------------------------------------------------------------
+# The study as it runs: each training evaluated as soon as it ends and its small files
+# published to RESULTS (study.py publish: keyed on the commit and the options, committed
+# when RESULTS is the recipe's own folder), so that a stopped study loses at most the
+# trainings under way; checkpoints stay in WORK.
+
+# eval_one SYSTEM SEED: what the study reads of one training: translations and scores, and
+# for seed 1 of the KFTT attention systems the forced alignments (Table 6) and the heat map
+eval_one() {
+  local name="$1" seed="$2" corpus
+  if [[ "$name" == perspe_* ]]; then evaluate_perspe "${name#perspe_}" "$seed"; return; fi
+  corpus="$(python "$STUDY" systems | awk -v n="$name" '$1 == n {print $3; exit}')"
+  evaluate_system "$name" "$seed" "$corpus"
+  [[ "$corpus" == kftt && "$seed" == 1 ]] || return 0
+  if [[ " $(python "$STUDY" aer-systems) " == *" $name "* ]]; then
+    evaluate_alignment "$name" "$(model_paths "$name.s1")"
+  fi
+  if [[ " $(python "$STUDY" heatmap-systems) " == *" $name "* ]]; then
+    heatmap "$name.s1" kftt "$(python "$STUDY" long-line "$KFTT/text/test.ja")"
+  fi
+}
+
+publish() { python "$STUDY" publish "$@" --work "$WORK" --results "$RESULTS" -- "${STUDY_OPTS[@]}"; }
+prepare_once() { mkdir -p "$WORK"; ( flock 9; prepare ) 9> "$WORK/.prepare.lock"; }
+
+one() {  # one SYSTEM SEED: train, evaluate, publish (a published result is compared, not replaced)
+  publish --check "$1" "$2"
+  prepare_once
+  train_one "$1" "$2"
+  eval_one "$1" "$2"
+  publish "$1" "$2"
+}
+
+finish_study() {  # the rows that need several checkpoints, the diagonal baseline, the report
+  prepare_once
+  evaluate_diagonal
+  evaluate_ensemble
+  local aer=() name
+  for name in $(python "$STUDY" aer-systems); do
+    [[ -f "$WORK/systems/$name.s1/model.pt" ]] && aer+=("$name.s1")
+  done
+  if (( ${#aer[@]} == 3 )); then evaluate_alignment ensemble "$(model_paths "${aer[@]}")"; fi
+  publish --finish
+  report_all
+}
+
+study() {
+  publish --check-all
+  prepare_once
+  python "$STUDY" run --jobs "$JOBS" --run-sh "$HERE/run.sh" --results "$RESULTS" -- "${STUDY_OPTS[@]}"
+  finish_study
+}
+
 report_all() {
-  python "$STUDY" report "$WORK" --shared "$SHARED"
-  say "report: $WORK/report.md (figures: $WORK/figures/)"
+  python "$STUDY" report "$RESULTS" --shared "$SHARED"
+  say "report: $RESULTS/report.md (figures: $RESULTS/figures/)"
 }
 
 cmd="${1:-}"; [[ $# -gt 0 ]] && shift
@@ -434,6 +503,9 @@ case "$cmd" in
   time) [[ $# -eq 1 ]] || { usage; exit 2; }; time_system "$1" ;;
   systems) python "$STUDY" systems; echo "perspe_spe_spe 1 2 3 kftt_enja"; echo "perspe_spe_perspe 1 2 3 kftt_enja" ;;
   eval) evaluate ;;
+  study) study ;;
+  one) [[ $# -eq 2 ]] || { usage; exit 2; }; one "$@" ;;
+  finish) finish_study ;;
   report) report_all ;;
   all) prepare; train_all; evaluate; report_all ;;
   *) usage; exit 2 ;;

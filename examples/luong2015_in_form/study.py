@@ -169,11 +169,11 @@ def trainings(corpus: Optional[str] = None) -> List[Tuple[System, int]]:
 
 
 # ---------------------------------------------------------------------------------
-# The budget (run.sh --plan). Minutes per epoch measured on this machine (2 cores of an
-# AMD EPYC, AVX2, no GPU, torch 2.13.0, nothing else running, OMP_NUM_THREADS=2) with
-# `bash run.sh time SYSTEM` (200 updates of SYSTEM, extrapolated to its epoch; validation
-# not counted); with one thread the same took 1.25 times as long (m30k local-p: 0.95 against
-# 0.76 minutes). perSPE: examples/perspe/README.md's minutes per seed of PRESET=small
+# The budget (run.sh --plan), before the study has measured its own trainings. Minutes per
+# epoch measured on this machine (2 cores of an AMD EPYC, AVX2, no GPU, torch 2.13.0, nothing
+# else running, OMP_NUM_THREADS=2) with `bash run.sh time SYSTEM` (200 updates of SYSTEM,
+# extrapolated to its epoch; validation not counted); with one thread the same took 1.25
+# times as long (m30k local-p: 0.95 against 0.76 minutes). perSPE: examples/perspe/README.md's minutes per seed of PRESET=small
 # (2,000 updates of 2,048 tokens) on small_parallel_enja. Evaluation: an estimate.
 MINUTES_PER_EPOCH = {"m30k_base": 0.38, "m30k_attention": 0.76, "kftt_base": 0.98,
                      "kftt_attention": 1.27, "kftt_rnnsearch": 2.19}
@@ -188,23 +188,50 @@ def budget_key(system: System) -> str:
     return f"{system.corpus}_{'attention' if system.attention else 'base'}"
 
 
+def measured_minutes(results: Optional[str]) -> dict:
+    """{label: fairseq-train minutes} of the trainings published in RESULTS (result.json)."""
+    out = {}
+    for root in (os.path.join(results, "systems"), os.path.join(results, "perspe", "systems")) if results else ():
+        for dirpath, _, files in os.walk(root):
+            if "result.json" in files:
+                r = load_json(os.path.join(dirpath, "result.json"))
+                if r.get("train_minutes") is not None and r.get("study", {}).get("slice") == "0":
+                    out[(r["system"], r["seed"])] = r["train_minutes"]
+    return out
+
+
 def cmd_plan(args):
-    total = 0.0
-    print(f"{'training':40s} {'seed':>4s} {'epochs':>6s} {'minutes':>8s}")
-    for system, seed in trainings():
-        minutes = EPOCHS * MINUTES_PER_EPOCH[budget_key(system)]
+    """Every training with its minutes: measured where the study has published it (two
+    trainings at a time, one thread each), else the mean measured for its kind, else the
+    estimate of MINUTES_PER_EPOCH; the wall clock with --jobs trainings at a time."""
+    measured = measured_minutes(args.results)
+    kinds: dict = {}
+    for (name, seed), m in measured.items():
+        kind = "perspe" if name.startswith("perspe_") else budget_key(BY_NAME[name])
+        kinds.setdefault(kind, []).append(m)
+    total, n_measured = 0.0, 0
+    print(f"{'training':40s} {'seed':>4s} {'epochs':>6s} {'minutes':>8s}  source")
+    rows = [(s.name, seed, budget_key(s), EPOCHS * MINUTES_PER_EPOCH[budget_key(s)] * ONE_THREAD_FACTOR, str(EPOCHS))
+            for s, seed in trainings()]
+    rows += [(f"perspe_{n}", seed, "perspe", PERSPE_MINUTES_PER_SEED * ONE_THREAD_FACTOR, "2000u")
+             for n in PERSPE_SYSTEMS for seed in PERSPE_SEEDS]
+    for name, seed, kind, estimate, epochs in rows:
+        if (name, seed) in measured:
+            minutes, source = measured[(name, seed)], "measured"
+            n_measured += 1
+        elif kind in kinds:
+            minutes, source = statistics.mean(kinds[kind]), f"mean of {len(kinds[kind])} measured"
+        else:
+            minutes, source = estimate, "estimate"
         total += minutes
-        print(f"{system.name:40s} {seed:4d} {EPOCHS:6d} {minutes:8.1f}")
-    for name in PERSPE_SYSTEMS:
-        for seed in PERSPE_SEEDS:
-            total += PERSPE_MINUTES_PER_SEED
-            print(f"{'perspe ' + name:40s} {seed:4d} {'2000u':>6s} {PERSPE_MINUTES_PER_SEED:8.1f}")
+        print(f"{name:40s} {seed:4d} {epochs:>6s} {minutes:8.1f}  {source}")
+    print(f"{'evaluation after each training':40s} {'':4s} {'':6s} {EVAL_MINUTES:8.1f}  estimate")
     total += EVAL_MINUTES
-    print(f"{'evaluation (translate, align, score)':40s} {'':4s} {'':6s} {EVAL_MINUTES:8.1f}")
-    n = len(trainings()) + len(PERSPE_SYSTEMS) * len(PERSPE_SEEDS)
-    print(f"total: {n} trainings, about {total / 60:.1f} hours on 2 cores with nothing else running "
-          f"(OMP_NUM_THREADS=2), {total * ONE_THREAD_FACTOR / 60:.1f} hours with one thread (leaving a "
-          "core for other work); minutes per epoch measured by `run.sh time` (study.py)")
+    n = len(rows)
+    print(f"total: {n} trainings, {total / 60:.1f} hours of training at one thread each; about "
+          f"{total / args.jobs / 60:.1f} hours of wall clock with {args.jobs} at a time (run.sh --jobs "
+          f"{args.jobs}, one thread each); {n_measured} of {n} measured (fairseq-train's wall clock of the "
+          "published trainings), the rest from the measured ones of their kind or from `run.sh time`")
 
 
 def cmd_systems(args):
@@ -226,6 +253,37 @@ def cmd_long_line(args):
     lengths = [len(line.split()) for line in read_lines(args.source)]
     candidates = [i for i, n in enumerate(lengths) if 30 <= n <= 40] or range(len(lengths))
     print(1 + min(candidates, key=lambda i: (abs(lengths[i] - 35), i)))
+
+
+def study_options(args) -> List[str]:
+    opts = list(args.study_opts)
+    if len(opts) % 2:
+        raise SystemExit(f"error: study options come in pairs: {opts}")
+    return opts
+
+
+def cmd_publish(args):
+    import runner
+
+    opts = study_options(args)
+    if args.check_all:
+        runner.check_all(args.results, opts)
+    elif args.finish:
+        runner.publish_finish(args.work, args.results, opts)
+    elif args.name is None or args.seed is None:
+        raise SystemExit("error: publish NAME SEED (or --check-all, --finish)")
+    elif args.check:
+        if runner.is_own(args.results) and runner.code_commit(args.results)[1]:
+            runner.check_all(args.results, opts)  # refuses, naming the changes
+        runner.state(runner.Label(args.name, args.seed), args.results, opts)
+    else:
+        runner.publish(runner.Label(args.name, args.seed), args.work, args.results, opts)
+
+
+def cmd_run(args):
+    import runner
+
+    runner.run_all(args.jobs, args.run_sh, args.results, study_options(args))
 
 
 def cmd_args(args):
@@ -414,20 +472,47 @@ def bootstrap_drop_difference(sys_a, sys_b, refs, lengths, cut, n=1000, seed=123
 
 # ---------------------------------------------------------------------------------
 # The report itself
+def published(study: "Study") -> List[dict]:
+    """The result.json of every published training, in the study's run order."""
+    import runner
+
+    out = []
+    for label in runner.all_labels(sys.modules[__name__]):
+        r = load_json(study.path(label.rel, "result.json"))
+        if r is not None:
+            out.append(r)
+    return out
+
+
 def git_commits(study: "Study") -> List[str]:
-    """The commits that ran the trainings (run.sh writes WORK/systems/*/commit)."""
-    found = set()
-    systems = study.path("systems")
-    for d in sorted(os.listdir(systems)) if os.path.isdir(systems) else []:
-        path = os.path.join(systems, d, "commit")
-        if os.path.exists(path):
-            found.add(open(path).read().strip())
-    perspe = study.path("perspe", "systems")
-    if os.path.isdir(perspe):
-        for root, _, files in os.walk(perspe):
-            if "commit" in files:
-                found.add(open(os.path.join(root, "commit")).read().strip())
-    return sorted(found)
+    """The commits that trained what RESULTS holds (each result.json names its own)."""
+    return sorted({r["commit"] for r in published(study)})
+
+
+def trainings_table(study: "Study", w):
+    """Every training with its commit, its time, its scores and the command that remakes it."""
+    rows = published(study)
+    w("## The trainings and how to remake each")
+    w("")
+    w("Each row was trained, evaluated and published (`run.sh one SYSTEM SEED`) by the commit it "
+      "names, two trainings at a time, one thread each, on the project's machine (2 cores of an AMD "
+      "EPYC, AVX2, no GPU). To remake one: `git checkout COMMIT`, then the command; it trains into "
+      "`--work-dir` and, where the result is published already, says whether its scores are the same.")
+    w("")
+    w("| training | commit | minutes | scores | command |")
+    w("|---|---|---|---|---|")
+    for r in rows:
+        scores = ", ".join(f"{k} {v:.2f}" for k, v in r["scores"].items() if v is not None)
+        commit = r["commit"][:10] + (" with uncommitted changes" if "+" in r["commit"] else "")
+        w(f"| {r['system']} seed {r['seed']} | {commit} | {fmt(r.get('train_minutes'), '.1f')} | "
+          f"{scores} | `bash examples/luong2015_in_form/run.sh one {r['system']} {r['seed']}` |")
+    missing = (load_json(study.path("eval", "missing.json")) or {}).get("missing", {})
+    for row, lost in missing.items():
+        w("")
+        w(f"**{row}** lacks the checkpoints of {', '.join(lost)} (not in the work folder where `finish` ran): "
+          + "; ".join(f"`bash examples/luong2015_in_form/run.sh one {m.rsplit('.s', 1)[0]} {m.rsplit('.s', 1)[1]}`"
+                      for m in lost) + ", then `run.sh finish`.")
+    w("")
 
 
 def training_minutes(log_path: str) -> Optional[float]:
@@ -466,8 +551,10 @@ def cmd_report(args):
     commits = git_commits(study)
     w("# The papers' claims in form, at small scale: report")
     w("")
-    w(f"Written by `bash examples/luong2015_in_form/run.sh report` from `{args.work}`. "
-      f"Trainings made by commit(s) {', '.join(c[:10] for c in commits) or '(none recorded)'}.")
+    w(f"Written by `bash examples/luong2015_in_form/run.sh report` from the published results "
+      f"(`{os.path.relpath(os.path.abspath(args.work), os.getcwd())}`). Trainings made by commit(s) "
+      f"{', '.join(c[:10] + (' with uncommitted changes' if '+' in c else '') for c in commits) or '(none published)'}"
+      f" ({len(published(study))} of {len(trainings()) + len(PERSPE_SYSTEMS) * len(PERSPE_SEEDS)} trainings).")
     w("")
     table1(study, w, verdicts, fig_dir)
     table4(study, w, verdicts)
@@ -477,6 +564,7 @@ def cmd_report(args):
     curves(study, w, fig_dir)
     heatmaps(study, w, fig_dir)
     budget(study, w)
+    trainings_table(study, w)
     summary = ["## Verdicts", "",
                "| claim | the paper | here | verdict |", "|---|---|---|---|"]
     summary += [f"| {c} | {p} | {o} | {v} |" for c, p, o, v in verdicts]
@@ -726,10 +814,13 @@ def figure2(study: Study, w, verdicts, fig_dir):
     w(f"![BLEU by source length]({rel(png, os.path.dirname(fig_dir))})")
     w("")
     cut = 30  # the training data's longest sentences (KFTT 30K: at most 30 words)
-    if "RNNsearch" in systems and "RNNencdec (luong_base)" in systems:
+    n_long = sum(n > cut for n in lengths)
+    if not 0 < n_long < len(lengths):
+        w(f"No verdict: {n_long} of the {len(lengths)} test sentences are over {cut} words, so there are not "
+          "two groups to compare.")
+    elif "RNNsearch" in systems and "RNNencdec (luong_base)" in systems:
         drops = {k: long_short_drop(v, refs, lengths, cut) for k, v in systems.items()}
         p = bootstrap_drop_difference(systems["RNNencdec (luong_base)"], systems["RNNsearch"], refs, lengths, cut)
-        n_long = sum(n > cut for n in lengths)
         w(f"BLEU of the {n_long} sentences over {cut} words minus BLEU of the others: "
           + ", ".join(f"{k} {v:+.2f}" for k, v in drops.items())
           + f". The encoder-decoder falls off more than RNNsearch in {100 * (1 - p):.1f}% of 1,000 bootstrap "
@@ -838,18 +929,11 @@ def curves(study: Study, w, fig_dir):
 
 
 def heatmaps(study: Study, w, fig_dir):
-    import shutil
-
     d = study.path("eval", "heatmaps")
     if not os.path.isdir(d):
         return
-    pngs = []
-    for label in sorted(os.listdir(d)):
-        for f in sorted(os.listdir(os.path.join(d, label))):
-            if f.endswith(".png"):
-                dst = os.path.join(fig_dir, f"heatmap_{label}_{f}")
-                shutil.copyfile(os.path.join(d, label, f), dst)
-                pngs.append((label, dst))
+    pngs = [(label, os.path.join(d, label, f)) for label in sorted(os.listdir(d))
+            for f in sorted(os.listdir(os.path.join(d, label))) if f.endswith(".png")]
     if not pngs:
         return
     w("## Attention on a long sentence (KFTT test)")
@@ -896,7 +980,10 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=EPOCHS)
     p.add_argument("--size", type=int, default=128)
     p.set_defaults(fn=cmd_args)
-    sub.add_parser("plan").set_defaults(fn=cmd_plan)
+    p = sub.add_parser("plan")
+    p.add_argument("--results", help="minutes measured by the trainings published there")
+    p.add_argument("--jobs", type=int, default=2)
+    p.set_defaults(fn=cmd_plan)
     p = sub.add_parser("attention")
     p.add_argument("name")
     p.set_defaults(fn=cmd_attention)
@@ -908,12 +995,30 @@ def main(argv=None):
     p = sub.add_parser("long-line")
     p.add_argument("source")
     p.set_defaults(fn=cmd_long_line)
+    p = sub.add_parser("publish", help="(run.sh) publish one training's results, or check that it may be")
+    p.add_argument("name", nargs="?")
+    p.add_argument("seed", nargs="?", type=int)
+    p.add_argument("--check", action="store_true", help="only refuse when it may not be published")
+    p.add_argument("--check-all", action="store_true", help="refuse when RESULTS holds other code's results")
+    p.add_argument("--finish", action="store_true", help="the ensembles and the diagonal")
+    p.add_argument("--work", required=True)
+    p.add_argument("--results", required=True)
+    p.set_defaults(fn=cmd_publish)
+    p = sub.add_parser("run", help="(run.sh study) every training not yet published, --jobs at a time")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--run-sh", required=True)
+    p.add_argument("--results", required=True)
+    p.set_defaults(fn=cmd_run)
     p = sub.add_parser("report")
-    p.add_argument("work")
+    p.add_argument("work", help="the results folder (run.sh --results)")
     p.add_argument("--out", help="report.md (default: WORK/report.md, figures in WORK/figures)")
     p.add_argument("--shared", required=True, help="the data folder (kftt_gold_align_ja_en)")
     p.set_defaults(fn=cmd_report)
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # run.sh passes the study's own options (STUDY_OPTS) after --
+    rest = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.study_opts = rest
     args.fn(args)
 
 
