@@ -21,7 +21,7 @@ from fairseq_luong.modules.luong_attention import (
     masked_softmax,
     predictive_alignment,
 )
-from fairseq_luong.fairseq_patches.errors import ConfigError
+from fairseq_luong.errors import ConfigError
 
 torch.manual_seed(0)
 B, T, S, H, C = 3, 5, 7, 6, 4

@@ -60,7 +60,7 @@ def test_crafted_pickle_calling_a_function_is_refused(tmp_path):
 def test_user_error_reaches_the_terminal_as_one_line(capsys, monkeypatch):
     import sys
 
-    from fairseq_luong.fairseq_patches.errors import UserError
+    from fairseq_luong.errors import UserError
 
     monkeypatch.setattr(sys, "argv", ["fairseq-generate"])
     monkeypatch.delenv("FAIRSEQ_LUONG_TRACEBACK", raising=False)

@@ -150,7 +150,7 @@ def test_checkpoint_without_user_dir_names_the_missing_option(data_bin):
 def test_model_overrides_that_cannot_apply_are_refused(data_bin):
     from fairseq import checkpoint_utils
 
-    from fairseq_luong.fairseq_patches.errors import UserError
+    from fairseq_luong.errors import UserError
 
     ckpt = [str(trained(data_bin, "luong_global_general"))]
     with pytest.raises(UserError, match=r"architecture of a trained model cannot change .* luong_global_general"):

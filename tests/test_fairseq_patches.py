@@ -1,5 +1,7 @@
 """fairseq_patches: one ordered list of every change to fairseq; the package top shows only
 fairseq's extension points and that list."""
+import os
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -59,8 +61,32 @@ def test_applying_twice_changes_nothing():
 def test_package_top_shows_only_extension_points_and_the_patches():
     top = Path(fairseq_luong.__file__).parent
     entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}
-    assert entries == {"__init__.py", "models", "modules", "criterions", "tasks", "data", "analysis",
+    assert entries == {"__init__.py", "errors.py", "models", "modules", "criterions", "tasks", "data", "analysis",
                        "fairseq_patches"}
+
+
+def test_readers_load_neither_fairseq_nor_torch_and_fairseq_imported_later_finds_the_plugin():
+    """Tools that read text, fairseq-generate output or train logs import no fairseq, no
+    torch and no patch; when such a process imports fairseq afterwards (or fairseq's
+    --user-dir finds the package already imported), the plugin is registered all the same."""
+    code = """
+import sys
+import fairseq_luong.data.text, fairseq_luong.analysis.generate_output, fairseq_luong.analysis.training_log
+import fairseq_luong.errors
+print(sorted(m for m in ("fairseq", "torch", "fairseq_luong.fairseq_patches", "fairseq_luong.models") if m in sys.modules))
+import argparse
+from fairseq import utils
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.criterions import CRITERION_REGISTRY
+from fairseq.tasks import TASK_REGISTRY
+utils.import_user_module(argparse.Namespace(user_dir=sys.argv[1]))
+print("luong_localp" in ARCH_MODEL_REGISTRY, "fused_label_smoothed_cross_entropy" in CRITERION_REGISTRY,
+      "translation_chunks" in TASK_REGISTRY, hasattr(sys.excepthook, "__wrapped__"))
+"""
+    proc = subprocess.run([sys.executable, "-c", code, str(Path(fairseq_luong.__file__).parent)],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[:2] == ["[]", "True True True True"], proc.stdout
 
 
 @pytest.mark.parametrize("how", ["python -m", "path", "console script"])

@@ -4,7 +4,8 @@
   hash ROOT... [--dist NAME...] [--manifest FILE]
         the version (12 hex digits) of the code that ROOTs run: each ROOT is a Python
         file (a script such as scripts/data/chunk_japanese.py) or a package folder (what
-        `import fairseq_luong` or fairseq's --user-dir runs); with --manifest, one
+        fairseq's --user-dir runs: its __init__ and the PLUGIN_MODULES it names, imported
+        once fairseq is); with --manifest, one
         "sha1 path" line per file into FILE
   diff MANIFEST ROOT... [--dist NAME...]
         the files that differ between MANIFEST and the code ROOTs run now, one a line
@@ -85,12 +86,24 @@ def imported(path):
     return found
 
 
+def plugin_modules(init):
+    """The PLUGIN_MODULES tuple of a package's __init__.py (fairseq_luong: what it imports
+    when fairseq is imported, by name), or ()."""
+    with open(init, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), init)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PLUGIN_MODULES" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return ()
+
+
 def code_files(roots):
     """Every checkout file the ROOTs run, and the data files beside those modules, sorted."""
     todo, seen = [], set()
     for root in roots:
         path = os.path.abspath(root)
-        if os.path.isdir(path):
+        folder = os.path.isdir(path)
+        if folder:
             path = os.path.join(path, "__init__.py")
         if not os.path.isfile(path):
             raise SystemExit(f"code_version.py: error: {root}: no such file or package")
@@ -98,6 +111,8 @@ def code_files(roots):
         name = module_name(path) if path.startswith(REPO + os.sep) else None
         if name:
             todo.extend(with_parents(name))
+        if folder and name:  # a plugin folder: also what its register() imports once fairseq is there
+            todo.extend(f for m in plugin_modules(path) for f in with_parents(f"{name}.{m}"))
     while todo:
         path = todo.pop()
         if path in seen:

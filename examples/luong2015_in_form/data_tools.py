@@ -13,6 +13,8 @@ import sys
 import unicodedata
 from typing import Dict, List, Sequence, Tuple
 
+from fairseq_luong.data.text import read_lines
+
 def _key(ja: str) -> str:
     """How a gold-aligned sentence is found in KFTT: its Japanese, NFKC-normalised (the gold
     file writes full-width brackets where KFTT has ASCII ones), spaces removed (the two
@@ -21,10 +23,6 @@ def _key(ja: str) -> str:
     return unicodedata.normalize("NFKC", ja).replace(" ", "").lower()
 
 
-def read_plain(path: str) -> List[str]:
-    """Lines of a text file, split at "\\n" only."""
-    with open(path, "rb") as f:
-        return [raw.rstrip(b"\n").decode("utf-8") for raw in f]
 
 
 def write_plain(path: str, lines: Sequence[str]) -> None:
@@ -37,7 +35,7 @@ def cmd_kftt_split(args):
     first --valid lines left) and test (the rest). Writes DIR/{train,valid,test}.{ja,en}
     (en as given: Moses-tokenised, true case) and DIR/split.json (counts)."""
     kftt, gold = args.kftt, args.gold
-    gold_ja = {_key(j) for j in read_plain(f"{gold}/jaen.ja")}
+    gold_ja = {_key(j) for j in read_lines(f"{gold}/jaen.ja")}
     counts = {}
     os.makedirs(args.out, exist_ok=True)
 
@@ -48,8 +46,8 @@ def cmd_kftt_split(args):
         counts[f"{name}_gold_dropped"] = len(ja_lines) - len(kept)
         return kept
 
-    train = keep(read_plain(f"{kftt}/train.ja"), read_plain(f"{kftt}/train.en"), "train")
-    tune = keep(read_plain(f"{kftt}/tune.ja"), read_plain(f"{kftt}/tune.en"), "tune")
+    train = keep(read_lines(f"{kftt}/train.ja"), read_lines(f"{kftt}/train.en"), "train")
+    tune = keep(read_lines(f"{kftt}/tune.ja"), read_lines(f"{kftt}/tune.en"), "tune")
     splits = {"train": train, "valid": tune[: args.valid], "test": tune[args.valid:]}
     for split, pairs in splits.items():
         write_plain(f"{args.out}/{split}.ja", [j for j, _ in pairs])
@@ -73,7 +71,7 @@ def cmd_ibm1(args):
     """IBM Model 1 (Brown et al. 1993), EM with a NULL source word, t(f | e) for every
     co-occurring pair; the dictionary keeps, for every source word, its most probable
     target word (the word unk replacement puts in place of an <unk> aligned to it)."""
-    src, tgt = read_plain(args.src), read_plain(args.tgt)
+    src, tgt = read_lines(args.src), read_lines(args.tgt)
     pairs = [(s.split(), t.split()) for s, t in zip(src, tgt)]
     t_prob: Dict[str, Dict[str, float]] = collections.defaultdict(dict)
     for s, t in pairs:  # uniform start over co-occurrences

@@ -19,13 +19,8 @@ import statistics
 import sys
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
+from fairseq_luong.data.text import read_lines
 
-def read_lines(path: str) -> List[str]:
-    """The package's line reader (fairseq_luong.data.text): imported on use, since importing
-    the package loads fairseq and torch (seconds), which the planning commands do not need."""
-    from fairseq_luong.data.text import read_lines as package_read_lines
-
-    return package_read_lines(path)
 
 # ---------------------------------------------------------------------------------
 # The protocol (Luong et al. 2015, section 4.1) at small scale.

@@ -17,35 +17,32 @@ all; one summary line goes to stderr. The real release is 4.5M pairs: memory sta
 constant (one pair at a time).
 """
 import argparse
-import os
-import re
+import itertools
 import sys
 
-LINE_BREAKING = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+from fairseq_luong.data.text import LINE_BREAKING, iter_lines, whole_output
 
 
 def read_pairs(src, tgt):
-    """(line number, source text or None, target text or None, reason) per line pair."""
-    with open(src, "rb") as fs, open(tgt, "rb") as ft:
-        lineno = 0
-        for lineno, (s, t) in enumerate(zip(fs, ft), 1):
-            sides, reason = [], None
-            for raw in (s, t):
-                raw = raw.rstrip(b"\n")
-                if raw.endswith(b"\r"):  # \r\n: one line break for every reader
-                    raw = raw[:-1]
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    reason = reason or "not valid UTF-8"
-                    text = ""
-                if LINE_BREAKING.search(text):
-                    reason = reason or "a character that readers take for a line break"
-                sides.append(text)
-            yield lineno, sides[0], sides[1], reason
-        if fs.readline() or ft.readline():
+    """(line number, source text, target text, reason to drop it or None) per line pair,
+    read by the package's line reader (only "\\n" ends a line)."""
+    invalid = set()  # (side, line number) that are not UTF-8, reported by iter_lines
+    sides = [iter_lines(path, on_invalid=lambda lineno, _msg, side=side: invalid.add((side, lineno)))
+             for side, path in enumerate((src, tgt))]
+    lineno = 0
+    for s, t in itertools.zip_longest(*sides):
+        if s is None or t is None:
             raise SystemExit(f"filter_pairs.py: error: {src} and {tgt} differ in line count "
                              f"(one ends after line {lineno})")
+        lineno = s[0]
+        reason = None
+        if (0, lineno) in invalid or (1, lineno) in invalid:
+            reason = "not valid UTF-8"
+            invalid.difference_update({(0, lineno), (1, lineno)})
+        elif any("\r" in text or LINE_BREAKING.search(text) for text in (s[1], t[1])):
+            # a \r inside the line too: fairseq-preprocess reads with universal newlines
+            reason = "a character that readers take for a line break"
+        yield lineno, s[1], t[1], reason
 
 
 def main(argv=None):
@@ -61,30 +58,22 @@ def main(argv=None):
     outs = [f"{args.out_prefix}.{lang}" for lang in (args.src_lang, args.tgt_lang)]
     total = kept = 0
     dropped = {}  # reason -> [count, first line]
-    try:
-        with open(outs[0] + ".part", "w", encoding="utf-8") as fs, \
-                open(outs[1] + ".part", "w", encoding="utf-8") as ft:
-            for lineno, s, t, reason in read_pairs(args.src, args.tgt):
-                total += 1
-                if reason is None:
-                    n_s, n_t = len(s.split()), len(t.split())
-                    if n_s == 0 or n_t == 0:
-                        reason = "empty on a side"
-                    elif n_s > args.max_words or n_t > args.max_words:
-                        reason = f"over {args.max_words} words"
-                if reason:
-                    seen = dropped.setdefault(reason, [0, lineno])
-                    seen[0] += 1
-                    continue
-                fs.write(s + "\n")
-                ft.write(t + "\n")
-                kept += 1
-        for out in outs:
-            os.replace(out + ".part", out)
-    finally:
-        for out in outs:
-            if os.path.exists(out + ".part"):
-                os.remove(out + ".part")
+    with whole_output(outs[0]) as fs, whole_output(outs[1]) as ft:
+        for lineno, s, t, reason in read_pairs(args.src, args.tgt):
+            total += 1
+            if reason is None:
+                n_s, n_t = len(s.split()), len(t.split())
+                if n_s == 0 or n_t == 0:
+                    reason = "empty on a side"
+                elif n_s > args.max_words or n_t > args.max_words:
+                    reason = f"over {args.max_words} words"
+            if reason:
+                seen = dropped.setdefault(reason, [0, lineno])
+                seen[0] += 1
+                continue
+            fs.write(s + "\n")
+            ft.write(t + "\n")
+            kept += 1
     why = "; ".join(f"{n} {reason} (first: line {first})" for reason, (n, first) in dropped.items())
     print(f"kept {kept} of {total} pairs with 1..{args.max_words} words on both sides"
           + (f"; dropped: {why}" if why else ""), file=sys.stderr)

@@ -13,7 +13,7 @@ import torch
 from fairseq.data import data_utils
 from torch import Tensor
 
-from ..fairseq_patches.errors import UserError
+from ..errors import UserError
 from .alignment import rows_per_target_token
 
 

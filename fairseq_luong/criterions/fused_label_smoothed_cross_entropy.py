@@ -29,7 +29,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from torch import Tensor
 
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 
 
 @dataclass

@@ -23,7 +23,7 @@ from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
 
 from ..modules.perspe_sinusoidal_positional_embedding import phrase_offsets, token_phrase_ids
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, BucketPadLengthDataset
 
-from ..fairseq_patches.errors import UserError
+from ..errors import UserError
 
 PAD_CHUNK = -1  # the chunk id of the BOS and of padding in a batch
 

@@ -32,7 +32,7 @@ import torch
 from fairseq import checkpoint_utils
 
 from .patching import wrap_once
-from .errors import UserError
+from ..errors import UserError
 
 
 class CheckpointLoadError(UserError):

@@ -2,9 +2,10 @@
 
 fairseq's command-line tools let every exception escape as a traceback: for a bad
 checkpoint or a wrong flag that is dozens of lines (46 for a refused checkpoint, with
-torch's chained unpickler error) around the one line that says what to do. ``UserError``
-marks an error whose message is complete; the package's models, criterions, data
-readers and patches raise it (``ConfigError`` for option values). When one reaches the
+torch's chained unpickler error) around the one line that says what to do.
+``fairseq_luong.errors.UserError`` marks an error whose message is complete; the
+package's models, criterions, data readers and patches raise it (``ConfigError`` for
+option values). When one reaches the
 top of a fairseq command, the patched ``sys.excepthook`` (:func:`patch_excepthook`)
 prints ``PROG: error: MESSAGE`` and nothing else (exit status 1, as for any uncaught
 exception). Python callers still get an ordinary exception to catch.
@@ -14,17 +15,8 @@ import functools
 import os
 import sys
 
+from ..errors import UserError
 from .patching import wrap_once
-
-
-class UserError(RuntimeError):
-    """A problem the message fully explains, with what to do instead."""
-
-
-class ConfigError(UserError, ValueError):
-    """An option value, or a combination of options, that a model, task or criterion
-    cannot use (found while building it). One line at the terminal like any
-    ``UserError``; also a ``ValueError``, what Python code building a model catches."""
 
 
 def _print_user_errors(hook):

@@ -24,7 +24,7 @@ import os
 from fairseq.data import Dictionary, data_utils
 from fairseq.tasks import translation
 
-from .errors import UserError
+from ..errors import UserError
 from .patching import fairseq_cli_modules, wrap_once
 
 _PREPROCESS = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"

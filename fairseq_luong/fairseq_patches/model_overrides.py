@@ -17,7 +17,7 @@ from fairseq import checkpoint_utils
 from omegaconf import DictConfig
 
 from .patching import wrap_once
-from .errors import UserError
+from ..errors import UserError
 
 
 def _has_setting(cfg, key):

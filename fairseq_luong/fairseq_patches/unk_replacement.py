@@ -44,7 +44,7 @@ from fairseq.tasks import FairseqTask
 from fairseq.tokenizer import tokenize_line
 
 from ..data.text import DataError, iter_lines
-from .errors import UserError
+from ..errors import UserError
 from .patching import fairseq_cli_modules, wrap_once
 
 # what argparse stores for a bare ``--replace-unk`` (GenerationConfig's argparse_const)

@@ -19,7 +19,7 @@ from ..modules.luong_attention import build_attention
 from ..modules.luong_decoder import LuongDecoder
 from ..modules.luong_encoder import LuongEncoder
 from ..modules.luong_init import build_embeddings, init_uniform_
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 
 ATTENTION_TYPE_CHOICES = ChoiceEnum(["global", "local_m", "local_p"])
 ATTENTION_SCORE_CHOICES = ChoiceEnum(["dot", "general", "concat", "location"])

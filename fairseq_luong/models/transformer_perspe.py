@@ -48,7 +48,7 @@ from ..modules.relative_position_bias import (
     RelativePositionDecoderLayer,
     RelativePositionEncoderLayer,
 )
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from .luong_init import Linear
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 
 
 class AttentionScore(nn.Module):

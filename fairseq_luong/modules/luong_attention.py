@@ -26,7 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .attention_scores import AttentionScore
 from .luong_init import Linear
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 
 
 class SourceMemory(NamedTuple):

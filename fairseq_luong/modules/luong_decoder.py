@@ -38,7 +38,7 @@ from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
 from .recurrent_decoder import RecurrentDecoder
 from .row_schedule import RowSchedule
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 
 
 def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:

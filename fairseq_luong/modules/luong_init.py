@@ -11,7 +11,7 @@ from typing import Tuple
 
 import torch.nn as nn
 
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 from .autocast_safe_lstm import AutocastSafeLSTM
 
 

@@ -38,7 +38,7 @@ from .luong_attention import GlobalAttention
 from .luong_init import Linear
 from .recurrent_decoder import RecurrentDecoder
 from .row_schedule import RowSchedule
-from ..fairseq_patches.errors import ConfigError
+from ..errors import ConfigError
 
 
 def maxout(x: Tensor, pieces: int) -> Tensor:

@@ -1,0 +1,19 @@
+"""The errors a user can act on: the message says what was wrong and what to do.
+
+``UserError`` marks an error whose message is complete (a file, a flag, a checkpoint);
+the package's models, criterions, data readers and patches raise it, ``ConfigError`` for
+option values. At the top of a fairseq command the excepthook of
+``fairseq_patches/errors.py`` prints it as one line, ``PROG: error: MESSAGE``; Python
+callers get an ordinary exception to catch. Standard library only: model code and tools
+import it without importing fairseq or any patch.
+"""
+
+
+class UserError(RuntimeError):
+    """A problem the message fully explains, with what to do instead."""
+
+
+class ConfigError(UserError, ValueError):
+    """An option value, or a combination of options, that a model, task or criterion
+    cannot use (found while building it). One line at the terminal like any
+    ``UserError``; also a ``ValueError``, what Python code building a model catches."""
