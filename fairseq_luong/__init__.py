@@ -24,39 +24,66 @@ import sys
 # it is the code that training with --user-dir runs.
 PLUGIN_MODULES = ("fairseq_patches", "criterions", "models", "modules", "tasks")
 
+_state = {"fairseq": False, "registered": False, "loading": 0}
+
 
 def register():
     """Apply the patches to fairseq and register the models, criterions and tasks (once)."""
+    if _state["registered"]:
+        return
+    _state["registered"] = True
     patches, *_ = [importlib.import_module(f"{__name__}.{name}") for name in PLUGIN_MODULES]
     patches.apply_all()
 
 
-class _ThenRegister(importlib.abc.Loader):
-    """fairseq's own loader, then :func:`register`."""
+def _register_when_ready():
+    """Register once fairseq is imported and no module of this package is half-loaded: a
+    module such as ``modules/luong_encoder.py`` imports fairseq in its first lines, and the
+    models that register() imports need that module whole."""
+    if _state["fairseq"] and not _state["loading"] and not _state["registered"]:
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Watch)]
+        register()
 
-    def __init__(self, loader):
-        self.loader = loader
+
+class _Loader(importlib.abc.Loader):
+    """A module's own loader, then a look at whether the plugin can be registered now."""
+
+    def __init__(self, loader, is_fairseq):
+        self.loader, self.is_fairseq = loader, is_fairseq
+
+    def __getattr__(self, name):  # get_code, is_package, ... (runpy, inspect, pkgutil)
+        return getattr(self.loader, name)
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        self.loader.exec_module(module)
-        register()
+        if self.is_fairseq:
+            self.loader.exec_module(module)
+            _state["fairseq"] = True
+        else:
+            _state["loading"] += 1
+            try:
+                self.loader.exec_module(module)
+            finally:
+                _state["loading"] -= 1
+        _register_when_ready()
 
 
-class _RegisterWhenFairseqIsImported(importlib.abc.MetaPathFinder):
+class _Watch(importlib.abc.MetaPathFinder):
+    """Watches the import of fairseq and of this package's own modules."""
+
     def find_spec(self, fullname, path, target=None):
-        if fullname != "fairseq":
+        is_fairseq = fullname == "fairseq"
+        if not (is_fairseq or fullname.startswith(__name__ + ".")) or _state["registered"]:
             return None
-        sys.meta_path.remove(self)  # once
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _ThenRegister(spec.loader)
+            spec.loader = _Loader(spec.loader, is_fairseq)
         return spec
 
 
 if "fairseq" in sys.modules:
     register()
 else:
-    sys.meta_path.insert(0, _RegisterWhenFairseqIsImported())
+    sys.meta_path.insert(0, _Watch())

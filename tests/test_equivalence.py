@@ -253,6 +253,28 @@ def test_each_named_arch_sets_what_it_claims(arch):
     assert args.dropout == 0.3
 
 
+@pytest.mark.parametrize("arch,model", [("luong_global_general_wmt_en_de", "global_general_feed"),
+                                        ("luong_localp_wmt_en_de", "localp_general_feed")])
+def test_paper_size_archs_are_the_protocols_models(arch, model):
+    """--arch X_wmt_en_de alone gives the model that fairseq_luong/protocols/luong2015.py's
+    options give (size, initialisation, no output bias, reversal, dropout, attention)."""
+    from fairseq import options
+
+    from fairseq_luong.models.luong_lstm import LuongLSTMConfig
+    from fairseq_luong.protocols import luong2015
+    from tests.helpers import USER_DIR, dict_dir
+
+    def model_cfg(words):
+        args = options.parse_args_and_arch(options.get_training_parser(),
+                                           [dict_dir(), "--user-dir", USER_DIR, "--task", "translation", *words])
+        return LuongLSTMConfig.from_namespace(args)
+
+    by_arch, by_protocol = model_cfg(["--arch", arch]), model_cfg(luong2015.paper_model(model))
+    fields = [f for f in LuongLSTMConfig.__dataclass_fields__ if f != "_name"]
+    assert {f: getattr(by_arch, f) for f in fields} == {f: getattr(by_protocol, f) for f in fields}
+    assert by_arch.no_output_bias and by_arch.encoder_layers == luong2015.LAYERS
+
+
 @pytest.mark.parametrize("memory_dropout", [None, "0.5"])
 def test_encoder_memory_is_dropped_out_only_when_asked(memory_dropout):
     """The paper drops out embeddings, the outputs between layers and h~_t (section 4.1),

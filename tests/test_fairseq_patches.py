@@ -62,19 +62,22 @@ def test_package_top_shows_only_extension_points_and_the_patches():
     top = Path(fairseq_luong.__file__).parent
     entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}
     assert entries == {"__init__.py", "errors.py", "models", "modules", "criterions", "tasks", "data", "analysis",
-                       "fairseq_patches"}
+                       "fairseq_patches", "protocols"}
 
 
-def test_readers_load_neither_fairseq_nor_torch_and_fairseq_imported_later_finds_the_plugin():
+@pytest.mark.parametrize("first", ["fairseq_luong.data.text", "fairseq_luong.modules.luong_encoder"])
+def test_readers_load_neither_fairseq_nor_torch_and_fairseq_imported_later_finds_the_plugin(first):
     """Tools that read text, fairseq-generate output or train logs import no fairseq, no
     torch and no patch; when such a process imports fairseq afterwards (or fairseq's
     --user-dir finds the package already imported), the plugin is registered all the same."""
     code = """
 import sys
 import fairseq_luong.data.text, fairseq_luong.analysis.generate_output, fairseq_luong.analysis.training_log
-import fairseq_luong.errors
+import fairseq_luong.errors, fairseq_luong.protocols.luong2015
 print(sorted(m for m in ("fairseq", "torch", "fairseq_luong.fairseq_patches", "fairseq_luong.models") if m in sys.modules))
 import argparse
+import importlib
+importlib.import_module(sys.argv[2])  # a module of the plugin that imports fairseq itself, or a reader
 from fairseq import utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.criterions import CRITERION_REGISTRY
@@ -83,7 +86,7 @@ utils.import_user_module(argparse.Namespace(user_dir=sys.argv[1]))
 print("luong_localp" in ARCH_MODEL_REGISTRY, "fused_label_smoothed_cross_entropy" in CRITERION_REGISTRY,
       "translation_chunks" in TASK_REGISTRY, hasattr(sys.excepthook, "__wrapped__"))
 """
-    proc = subprocess.run([sys.executable, "-c", code, str(Path(fairseq_luong.__file__).parent)],
+    proc = subprocess.run([sys.executable, "-c", code, str(Path(fairseq_luong.__file__).parent), first],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[:2] == ["[]", "True True True True"], proc.stdout

@@ -505,6 +505,40 @@ def test_rehearsal_ensemble_mixes_dropout_and_leaves_out_local_m_dot(rehearsal):
     assert ("luong_localm", "dot") not in scores and len(scores) >= 5
 
 
+def test_rehearsal_trains_every_model_with_the_protocol_written_in_luong2015(rehearsal):
+    """Each model the WMT'14 rows trained holds, in its checkpoint, every setting of
+    fairseq_luong/protocols/luong2015.py (section 4.1): no output bias (eq. 6), U[-0.1, 0.1],
+    plain SGD at 1.0 on sentence-averaged gradients of 128 sentences, norm 5, the halving
+    schedule of its dropout, reversal, its attention (local D = 10); the size excepted, which
+    the rehearsal shrinks (TINY)."""
+    from fairseq_luong.protocols import luong2015
+
+    release, cache, stubs, work, run, proc = rehearsal
+    assert ENSEMBLE == luong2015.ENSEMBLE
+    for m in ENSEMBLE:
+        cfg = torch.load(work / "systems" / m / "checkpoints" / "checkpoint_last.pt", weights_only=True)["cfg"]
+        # every option of the protocol, as fairseq stored it (the last one given wins)
+        words = luong2015.paper_model(m)
+        wanted = {}
+        for i, w in enumerate(words):
+            if w.startswith("--"):
+                value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else True
+                if w not in TINY:
+                    wanted[w[2:].replace("-", "_")] = value
+        wanted["arch"] = wanted.pop("arch")
+        for key, value in wanted.items():
+            section = next(s for s in ("model", "optimization", "dataset", "criterion", "lr_scheduler", "optimizer")
+                           if key in (cfg[s] if isinstance(cfg[s], dict) else vars(cfg[s])))
+            stored = option(cfg, section, key)
+            stored = stored[0] if isinstance(stored, list) and len(stored) == 1 else stored
+            assert str(stored) == str(value) or stored == type(stored)(value), (m, key, stored, value)
+        assert option(cfg, "model", "no_output_bias") is True, m
+        if option(cfg, "model", "_name") in ("luong_localm", "luong_localp"):
+            assert option(cfg, "model", "local_window") == luong2015.LOCAL_WINDOW == 10, m
+        assert option(cfg, "model", "attention_score") == ("dot" if "dot" in m else "location" if "location" in m
+                                                           else "general"), m
+
+
 def test_rehearsal_refuses_sacrebleus_3003_line_reference(stanford, tmp_path):
     """sacreBLEU's wmt14/full (3,003 lines) is not the paper's newstest2014 (2,737): one line
     naming the file and both counts, before any translation, and nothing kept, so a rerun

@@ -20,38 +20,27 @@ import sys
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from fairseq_luong.data.text import read_lines
+from fairseq_luong.protocols import bahdanau2014, luong2015
 
 
 # ---------------------------------------------------------------------------------
-# The protocol (Luong et al. 2015, section 4.1) at small scale.
-EPOCHS = 10        # every system, every row: the paper's 10 (it gave dropout models 12)
-HALVE_AFTER = 5    # halve the learning rate every epoch after the 5th, as the paper
+# The protocol (Luong et al. 2015, section 4.1: fairseq_luong/protocols/luong2015.py) at
+# small scale. What differs from the paper's, and why:
+EPOCHS = luong2015.EPOCHS            # every system, every row: the paper's 10 (it gave dropout
+HALVE_AFTER = luong2015.HALVE_AFTER  # models 12, halving after 8): one schedule for the ladder
 SEEDS = (1, 2, 3)  # the ladder rows
 # 2 x 128 (the paper: 4 x 1000): the size at which the whole study fits in ~6 hours on 2 cores
 SIZE = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "128",
         "--decoder-embed-dim", "128", "--encoder-hidden-size", "128", "--decoder-hidden-size", "128"]
-# plain SGD lr 1.0 on the gradient averaged over the batch's sentences, batches of 128,
-# gradient norm rescaled to 5, U[-0.1, 0.1], softmax(W_s h~_t) without a bias (eq. 6);
-# fairseq's fixed schedule with --force-anneal F halves at epochs >= F: F = HALVE_AFTER + 1
-PAPER_TRAIN = ["--init-uniform", "0.1", "--no-output-bias",
-               "--optimizer", "sgd", "--lr", "1.0", "--sentence-avg", "--batch-size", "128",
-               "--clip-norm", "5", "--criterion", "fused_label_smoothed_cross_entropy",
-               "--label-smoothing", "0", "--lr-scheduler", "fixed", "--lr-shrink", "0.5",
-               "--force-anneal", str(HALVE_AFTER + 1), "--max-epoch", str(EPOCHS),
-               "--no-epoch-checkpoints", "--log-interval", "50"]
-DROPOUT = ["--dropout", "0.2"]  # section 4.1
-NO_DROPOUT = ["--dropout", "0"]
-REVERSE = ["--reverse-source"]
-ATTN = REVERSE + DROPOUT  # every attention row: reversed source and dropout (Table 1)
+# the paper's initialisation, output layer, optimiser and halving, with the study's schedule
+PAPER_TRAIN = (luong2015.INIT + luong2015.optimizer() + luong2015.halving(EPOCHS, HALVE_AFTER)
+               + ["--no-epoch-checkpoints", "--log-interval", "50"])
 # RNNsearch (Bahdanau et al. 2014): its own initialisation (appendix B.1) and optimiser
-# (Adadelta, eps 1e-6, rho 0.95, batches of 80, gradient norm 1), the same epochs
+# (appendix B.2: fairseq_luong/protocols/bahdanau2014.py), the same epochs
 RNNSEARCH_SIZE = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
                   "--encoder-hidden-size", "128", "--decoder-hidden-size", "128",
                   "--attention-dim", "128", "--maxout-dim", "128"]
-RNNSEARCH_TRAIN = ["--optimizer", "adadelta", "--adadelta-rho", "0.95", "--adadelta-eps", "1e-6",
-                   "--lr", "1.0", "--batch-size", "80", "--clip-norm", "1", "--sentence-avg",
-                   "--criterion", "cross_entropy", "--max-epoch", str(EPOCHS),
-                   "--no-epoch-checkpoints", "--log-interval", "50"]
+RNNSEARCH_TRAIN = bahdanau2014.train(EPOCHS) + ["--no-epoch-checkpoints", "--log-interval", "50"]
 
 
 class System(NamedTuple):
@@ -78,31 +67,35 @@ class System(NamedTuple):
         return out
 
 
-def luong(name, corpus, seeds, arch, *extra, attention=True):
-    return System(name, corpus, tuple(seeds), (("--arch", arch) + tuple(SIZE) + tuple(PAPER_TRAIN) + extra),
-                  attention)
+def luong(name, corpus, seeds, model, *extra):
+    """System NAME: the protocol's MODEL (its arch, options, reversal and dropout) at the
+    study's size and schedule, then EXTRA."""
+    m = luong2015.MODELS[model]
+    args = (["--arch", m.arch] + SIZE + PAPER_TRAIN + list(m.flags) + (luong2015.REVERSE if m.reverse else [])
+            + luong2015.dropout(m.dropout) + list(extra))
+    return System(name, corpus, tuple(seeds), tuple(args), m.arch != "luong_base")
 
 
 KFTT_LOCATION = ("--location-max-len", "256")  # KFTT: up to 200 pieces (gold set), more than 100
 SYSTEMS: List[System] = [
     # Table 1: each row adds one thing to the one above it (three seeds each)
-    luong("m30k_base", "m30k", SEEDS, "luong_base", *NO_DROPOUT, attention=False),
-    luong("m30k_reverse", "m30k", SEEDS, "luong_base", *REVERSE, *NO_DROPOUT, attention=False),
-    luong("m30k_dropout", "m30k", SEEDS, "luong_base", *REVERSE, *DROPOUT, attention=False),
-    luong("m30k_global_location", "m30k", SEEDS, "luong_global_location", "--no-input-feed", *ATTN),
-    luong("m30k_global_location_feed", "m30k", SEEDS, "luong_global_location", *ATTN),
-    luong("m30k_localp_general_feed", "m30k", SEEDS, "luong_localp", *ATTN),
+    luong("m30k_base", "m30k", SEEDS, "base"),
+    luong("m30k_reverse", "m30k", SEEDS, "reverse"),
+    luong("m30k_dropout", "m30k", SEEDS, "dropout"),
+    luong("m30k_global_location", "m30k", SEEDS, "global_location"),
+    luong("m30k_global_location_feed", "m30k", SEEDS, "global_location_feed"),
+    luong("m30k_localp_general_feed", "m30k", SEEDS, "localp_general_feed"),
     # Table 4: the other scores and attentions, one seed (input feeding, reverse, dropout)
-    luong("m30k_global_dot_feed", "m30k", (1,), "luong_global_dot", *ATTN),
-    luong("m30k_global_general_feed", "m30k", (1,), "luong_global_general", *ATTN),
-    luong("m30k_localm_dot_feed", "m30k", (1,), "luong_localm", "--attention-score", "dot", *ATTN),
-    luong("m30k_localm_general_feed", "m30k", (1,), "luong_localm", *ATTN),
-    luong("m30k_localp_dot_feed", "m30k", (1,), "luong_localp", "--attention-score", "dot", *ATTN),
+    luong("m30k_global_dot_feed", "m30k", (1,), "global_dot_feed"),
+    luong("m30k_global_general_feed", "m30k", (1,), "global_general_feed"),
+    luong("m30k_localm_dot_feed", "m30k", (1,), "localm_dot_feed"),
+    luong("m30k_localm_general_feed", "m30k", (1,), "localm_general_feed"),
+    luong("m30k_localp_dot_feed", "m30k", (1,), "localp_dot_feed"),
     # KFTT ja->en: Table 6 (AER) and Bahdanau et al.'s Figure 2 (BLEU by length)
-    luong("kftt_global_location_feed", "kftt", (1,), "luong_global_location", *ATTN, *KFTT_LOCATION),
-    luong("kftt_localm_general_feed", "kftt", (1,), "luong_localm", *ATTN),
-    luong("kftt_localp_general_feed", "kftt", (1,), "luong_localp", *ATTN),
-    luong("kftt_base_dropout", "kftt", (1,), "luong_base", *REVERSE, *DROPOUT, attention=False),
+    luong("kftt_global_location_feed", "kftt", (1,), "global_location_feed", *KFTT_LOCATION),
+    luong("kftt_localm_general_feed", "kftt", (1,), "localm_general_feed"),
+    luong("kftt_localp_general_feed", "kftt", (1,), "localp_general_feed"),
+    luong("kftt_base_dropout", "kftt", (1,), "dropout"),
     System("kftt_rnnsearch", "kftt", (1,), ("--arch", "rnnsearch", *RNNSEARCH_SIZE, *RNNSEARCH_TRAIN), True),
 ]
 BY_NAME = {s.name: s for s in SYSTEMS}
@@ -128,30 +121,20 @@ class Row(NamedTuple):
     paper_bleu: Optional[float]
 
 
-# Luong et al. (2015), Table 1 (WMT'14 En->De, newstest2014: test perplexity, tokenised BLEU)
-TABLE1 = [
-    Row("base", "Base", "m30k_base", False, 10.6, 11.3),
-    Row("reverse", "+ reverse", "m30k_reverse", False, 9.9, 12.6),
-    Row("dropout", "+ dropout", "m30k_dropout", False, 8.1, 14.0),
-    Row("global_location", "+ global attention (location)", "m30k_global_location", False, 7.3, 16.8),
-    Row("feed_input", "+ feed input", "m30k_global_location_feed", False, 6.4, 18.1),
-    Row("localp_general", "+ local-p attention (general) + feed input", "m30k_localp_general_feed", False, 5.9, 19.0),
-    Row("unk_replace", "+ unk replace", "m30k_localp_general_feed", True, None, 20.9),
-    Row("ensemble", "ensemble of 8 models + unk replace", None, True, None, 23.0),
-]
-# Table 4: (system, paper ppl, paper BLEU, paper BLEU + unk); None = the paper's "x"
-TABLE4 = [
-    ("global (location)", "m30k_global_location_feed", 6.4, 18.1, 19.3),
-    ("global (dot)", "m30k_global_dot_feed", 6.1, 18.6, 20.5),
-    ("global (general)", "m30k_global_general_feed", 6.1, 17.3, 19.1),
-    ("local-m (dot)", "m30k_localm_dot_feed", ">7.0", None, None),
-    ("local-m (general)", "m30k_localm_general_feed", 6.2, 18.6, 20.4),
-    ("local-p (dot)", "m30k_localp_dot_feed", 6.6, 18.0, 19.6),
-    ("local-p (general)", "m30k_localp_general_feed", 5.9, 19.0, 20.9),
-]
-# Table 6 (RWTH En-De gold alignments, AER)
-TABLE6_PAPER = {"kftt_global_location_feed": 0.39, "kftt_localm_general_feed": 0.34,
-                "kftt_localp_general_feed": 0.36, "ensemble": 0.34, "Berkeley aligner": 0.32}
+# Luong et al. (2015), Table 1 (WMT'14 En->De, newstest2014: test perplexity, tokenised
+# BLEU), its rows and the paper's numbers as the protocol has them; each on its m30k system
+TABLE1 = [Row(r.name[len("t1_"):], r.what[len("Table 1: "):],
+              None if len(r.models) > 1 else f"m30k_{r.models[0]}", r.unk == "yes",
+              luong2015.paper_ppl(r.name), luong2015.paper_bleu(r.name))
+          for r in luong2015.ROWS if r.name.startswith("t1_")]
+# Table 4: (label, system, paper ppl, paper BLEU, paper BLEU + unk); None = the paper's "x"
+TABLE4 = [(r.what[len("Table 4: "):], f"m30k_{r.models[0]}", luong2015.paper_ppl(r.name),
+           luong2015.paper_bleu(r.name), luong2015.paper_bleu(r.name, unk=True))
+          for r in luong2015.ROWS if r.name.startswith("t4_")]
+# Table 6 (RWTH En-De gold alignments, AER): the KFTT system of each row's model
+TABLE6_PAPER = {("ensemble" if len(r.models) > 1 else f"kftt_{r.models[0]}"): r.paper_aer
+                for r in luong2015.ROWS if r.paper_aer is not None and r.name != "t2_ensemble"}
+TABLE6_PAPER["Berkeley aligner"] = luong2015.BERKELEY_AER
 
 
 def trainings(corpus: Optional[str] = None) -> List[Tuple[System, int]]:

@@ -86,82 +86,39 @@ declare -A SPLIT_FILE=([test]=newstest2014 [test1]=newstest2015)
 declare -A SACREBLEU_SET=([test]=wmt14 [test1]=wmt15)
 
 # --------------------------------------------------------------------------
-# Models (section 4.1) and the rows of Tables 1, 2 and 4 that use them.
-#
-# All Luong models: 4 layers x 1000 cells, 1000-dim embeddings, U[-0.1, 0.1] init,
-# plain SGD lr 1.0 on the gradient averaged over the batch's *sentences* (--sentence-avg),
-# batches of 128, gradient norm rescaled to 5, 10 epochs halving the lr every epoch after
-# the 5th (with dropout 0.2: 12 epochs, halving after the 8th), sentences <= 50 words.
-PAPER_SIZE=(--encoder-layers 4 --decoder-layers 4 --encoder-embed-dim 1000 --decoder-embed-dim 1000
-            --encoder-hidden-size 1000 --decoder-hidden-size 1000 --init-uniform 0.1)
-PAPER_TRAIN=(--optimizer sgd --lr 1.0 --sentence-avg --batch-size $((128 / GPUS)) --clip-norm 5
-             --criterion fused_label_smoothed_cross_entropy --label-smoothing 0
-             --lr-scheduler fixed --lr-shrink 0.5 --skip-invalid-size-inputs-valid-test
-             --log-interval 100)
+# Models (section 4.1) and the rows of Tables 1, 2 and 4 that use them: written once, in
+# fairseq_luong/protocols/luong2015.py (the in-form study and the *_wmt_en_de archs read it
+# too): 4 layers x 1000 cells, 1000-dim embeddings, U[-0.1, 0.1], no output bias (eq. 6),
+# plain SGD lr 1.0 on the gradient averaged over the batch's *sentences*, batches of 128,
+# gradient norm rescaled to 5, 10 epochs halving the lr every epoch after the 5th (with
+# dropout 0.2: 12 epochs, halving after the 8th), sentences <= 50 words.
+PROTOCOL=(python -m fairseq_luong.protocols.luong2015)
+MAX_WORDS="$(python -c 'from fairseq_luong.protocols.luong2015 import MAX_WORDS; print(MAX_WORDS)')"
 # one process per GPU, the batch split over them; only checkpoint_last.pt and
 # checkpoint_best.pt are kept (an epoch checkpoint of 4 x 1000 is ~0.45 GB in fp16)
-RUN_FLAGS=(--distributed-world-size "$GPUS" --no-epoch-checkpoints)
-NO_DROPOUT=(--dropout 0 --max-epoch 10 --force-anneal 6)   # fixed schedule: epoch e >= F gets
-WITH_DROPOUT=(--dropout 0.2 --max-epoch 12 --force-anneal 9)  # lr * 0.5^(e + 1 - F)
-ATTN=(--reverse-source "${WITH_DROPOUT[@]}")                  # Table 4: reverse + dropout ...
+RUN_FLAGS=(--skip-invalid-size-inputs-valid-test --log-interval 100 --distributed-world-size "$GPUS"
+           --no-epoch-checkpoints)
 
 # model_flags MODEL: MODEL_ARGS=(fairseq-train options of MODEL)
 model_flags() {
-  local m="$1"
-  case "$m" in
-    base)                 MODEL_ARGS=(--arch luong_base "${NO_DROPOUT[@]}") ;;
-    reverse)              MODEL_ARGS=(--arch luong_base --reverse-source "${NO_DROPOUT[@]}") ;;
-    dropout)              MODEL_ARGS=(--arch luong_base --reverse-source "${WITH_DROPOUT[@]}") ;;
-    global_location)      MODEL_ARGS=(--arch luong_global_location --no-input-feed "${ATTN[@]}") ;;
-    global_location_feed) MODEL_ARGS=(--arch luong_global_location "${ATTN[@]}") ;;
-    global_dot_feed)      MODEL_ARGS=(--arch luong_global_dot "${ATTN[@]}") ;;
-    global_general_feed)  MODEL_ARGS=(--arch luong_global_general "${ATTN[@]}") ;;
-    localm_dot_feed)      MODEL_ARGS=(--arch luong_localm --attention-score dot --local-window 10 "${ATTN[@]}") ;;
-    localm_general_feed)  MODEL_ARGS=(--arch luong_localm --attention-score general --local-window 10 "${ATTN[@]}") ;;
-    localp_dot_feed)      MODEL_ARGS=(--arch luong_localp --attention-score dot --local-window 10 "${ATTN[@]}") ;;
-    localp_general_feed)  MODEL_ARGS=(--arch luong_localp --attention-score general --local-window 10 "${ATTN[@]}") ;;
-    # the ensemble's models without dropout (the paper: "with and without dropout")
-    global_dot_feed_nodrop)
-      MODEL_ARGS=(--arch luong_global_dot --reverse-source "${NO_DROPOUT[@]}") ;;
-    localp_general_feed_nodrop)
-      MODEL_ARGS=(--arch luong_localp --attention-score general --local-window 10 --reverse-source "${NO_DROPOUT[@]}") ;;
-    rnnsearch)
-      # Bahdanau et al. 2014 (RNNsearch-50), section 4.2 and appendix B.2; the paper gives
-      # training time (about 5 days), not epochs: 10 epochs here
-      MODEL_ARGS=(--arch rnnsearch_wmt --optimizer adadelta --adadelta-rho 0.95 --adadelta-eps 1e-6
-                  --lr 1.0 --batch-size $((80 / GPUS)) --clip-norm 1 --sentence-avg --criterion cross_entropy
-                  --max-epoch 10 --skip-invalid-size-inputs-valid-test --log-interval 100 "${RUN_FLAGS[@]}")
-      return ;;
-    *) die "unknown model '$m'" ;;
-  esac
-  MODEL_ARGS=("${PAPER_SIZE[@]}" "${PAPER_TRAIN[@]}" "${RUN_FLAGS[@]}" "${MODEL_ARGS[@]}")
+  local m="$1" out
+  if [[ "$m" == rnnsearch ]]; then
+    # Bahdanau et al. 2014 (RNNsearch-50), section 4.2 and appendix B.2; the paper gives
+    # training time (about 5 days), not epochs: 10 epochs here
+    out="$(python -m fairseq_luong.protocols.bahdanau2014 --epochs 10 --gpus "$GPUS")" || die "bahdanau2014 protocol"
+    mapfile -t MODEL_ARGS <<< "$out"
+    MODEL_ARGS=(--arch rnnsearch_wmt "${MODEL_ARGS[@]}" "${RUN_FLAGS[@]}")
+    return
+  fi
+  out="$("${PROTOCOL[@]}" model "$m" --gpus "$GPUS" 2>/dev/null)" || die "unknown model '$m'"
+  mapfile -t MODEL_ARGS <<< "$out"
+  MODEL_ARGS+=("${RUN_FLAGS[@]}")
 }
 
-# The paper's 8-model ensemble: "8 different models of various settings, e.g., using
-# different attention approaches, with and without dropout etc." (section 4.2); which
-# eight is not said. Ours: the six Table 4 models with dropout whose perplexity the paper
-# reports below 7 (local-m (dot), "ppl > 7", is left out), and two without dropout.
-ENSEMBLE="global_location_feed global_dot_feed global_general_feed localm_general_feed
-          localp_dot_feed localp_general_feed global_dot_feed_nodrop localp_general_feed_nodrop"
+ENSEMBLE="$("${PROTOCOL[@]}" ensemble)"
 # rows: NAME|models|unk replacement|paper ppl|paper BLEU|what|paper AER (Table 6)|test split
-# (test = newstest2014, test1 = newstest2015). The paper's BLEU: tokenized (Tables 1, 4);
-# Table 2's is NIST BLEU (mteval-v13a), comparable with sacreBLEU on detokenized text.
-ROWS="t1_base|base|no|10.6|11.3|Table 1: Base|-|test
-t1_reverse|reverse|no|9.9|12.6|Table 1: Base + reverse|-|test
-t1_dropout|dropout|no|8.1|14.0|Table 1: + dropout|-|test
-t1_global_location|global_location|no|7.3|16.8|Table 1: + global attention (location)|-|test
-t1_feed_input|global_location_feed|no|6.4|18.1|Table 1: + feed input|-|test
-t1_localp_general|localp_general_feed|no|5.9|19.0|Table 1: + local-p attention (general) + feed input|-|test
-t1_unk_replace|localp_general_feed|yes||20.9|Table 1: + unk replace|-|test
-t1_ensemble|$(echo $ENSEMBLE | tr ' ' ,)|yes||23.0|Table 1: ensemble of 8 models + unk replace|0.34|test
-t2_ensemble|$(echo $ENSEMBLE | tr ' ' ,)|yes||25.9 (NIST)|Table 2: the ensemble on newstest2015 (WMT'15)|-|test1
-t4_global_location|global_location_feed|both|6.4|18.1 / 19.3|Table 4: global (location)|0.39|test
-t4_global_dot|global_dot_feed|both|6.1|18.6 / 20.5|Table 4: global (dot)|-|test
-t4_global_general|global_general_feed|both|6.1|17.3 / 19.1|Table 4: global (general)|-|test
-t4_localm_dot|localm_dot_feed|both|>7.0|x|Table 4: local-m (dot)|-|test
-t4_localm_general|localm_general_feed|both|6.2|18.6 / 20.4|Table 4: local-m (general)|0.34|test
-t4_localp_dot|localp_dot_feed|both|6.6|18.0 / 19.6|Table 4: local-p (dot)|-|test
-t4_localp_general|localp_general_feed|both|5.9|19.0 / 20.9|Table 4: local-p (general)|0.36|test
+# (test = newstest2014, test1 = newstest2015), the protocol's, and RNNsearch beside them
+ROWS="$("${PROTOCOL[@]}" rows)
 rnnsearch|rnnsearch|no|||RNNsearch-50 (Bahdanau et al. 2014) with the same data and evaluation|-|test"
 
 row_field() {  # row_field ROW N
@@ -184,7 +141,7 @@ all_models() {  # the models of ROWs, each once
 # prepare: WORK/text (the training pairs of at most 50 words, the dictionaries),
 # WORK/data-bin (train, valid = newstest2013, test = newstest2014, test1 = newstest2015)
 prepare_key() {
-  printf 'max 50 words data: %s\n%s' "$(data_key "${FILES[@]/#/$SRC_DIR/}")" \
+  printf 'max %s words data: %s\n%s' "$MAX_WORDS" "$(data_key "${FILES[@]/#/$SRC_DIR/}")" \
     "$(code_version prepare "$HERE/filter_pairs.py" "$TOOLS" "${FAIRSEQ_DISTS[@]}")"
 }
 prepare() {
@@ -213,9 +170,9 @@ get them from $URL/ (Luong et al.'s preprocessed WMT'14 data)"
   [[ -e "$BIN/.done" ]] && say "the release's files or the preparation code changed: preparing again"
   local t0=$SECONDS
   mkdir -p "$WORK/text"
-  say "keeping training pairs of at most 50 words on both sides (section 4.1)"
+  say "keeping training pairs of at most $MAX_WORDS words on both sides (section 4.1)"
   python "$HERE/filter_pairs.py" "$SRC_DIR/train.en" "$SRC_DIR/train.de" "$WORK/text/train" \
-    --src-lang en --tgt-lang de --max-words 50
+    --src-lang en --tgt-lang de --max-words "$MAX_WORDS"
   # what fairseq-preprocess will read: the kept training pairs and the test sets
   python "$REPO/scripts/data/check_parallel.py" --trainpref "$WORK/text/train" \
     --validpref "$SRC_DIR/newstest2013" --testpref "$SRC_DIR/newstest2014,$SRC_DIR/newstest2015" \

@@ -20,6 +20,7 @@ from ..modules.luong_decoder import LuongDecoder
 from ..modules.luong_encoder import LuongEncoder
 from ..modules.luong_init import build_embeddings, init_uniform_
 from ..errors import ConfigError
+from ..protocols import luong2015
 
 ATTENTION_TYPE_CHOICES = ChoiceEnum(["global", "local_m", "local_p"])
 ATTENTION_SCORE_CHOICES = ChoiceEnum(["dot", "general", "concat", "location"])
@@ -64,7 +65,8 @@ class LuongLSTMConfig(FairseqDataclass):
         default=False, metadata={"help": "no attention: the paper's non-attentional 'Base' model"}
     )
     local_window: int = field(
-        default=10, metadata={"help": "D: local attention looks at [p_t - D, p_t + D] (section 3.2)"}
+        default=luong2015.LOCAL_WINDOW,
+        metadata={"help": "D: local attention looks at [p_t - D, p_t + D] (section 3.2)"},
     )
     location_max_len: int = field(
         default=100,
@@ -80,7 +82,7 @@ class LuongLSTMConfig(FairseqDataclass):
         default=False, metadata={"help": "reverse each source sentence's words inside the model"}
     )
     init_uniform: float = field(
-        default=0.1,
+        default=luong2015.INIT_UNIFORM,
         metadata={
             "help": "initialise every parameter ~ U[-a, a] (Luong et al. 2015, section 4.1: "
             "0.1); 0 keeps PyTorch's"
@@ -247,16 +249,14 @@ def luong_localp(args):
 
 
 def _paper_size(args):
-    """Section 4.1: 4 layers x 1000 cells, 1000-dim embeddings, dropout 0.2,
-    reversed source, softmax(W_s h~_t) without a bias (eq. 6); the uniform [-0.1, 0.1]
-    initialisation is every arch's default."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 1000)
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 1000)
-    args.encoder_layers = getattr(args, "encoder_layers", 4)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 1000)
-    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 1000)
-    args.decoder_layers = getattr(args, "decoder_layers", 4)
-    args.dropout = getattr(args, "dropout", 0.2)
+    """Section 4.1 (``protocols/luong2015.py``): 4 layers x 1000 cells, 1000-dim embeddings,
+    dropout 0.2, reversed source, softmax(W_s h~_t) without a bias (eq. 6); the uniform
+    [-0.1, 0.1] initialisation and D = 10 are every arch's defaults."""
+    for side in ("encoder", "decoder"):
+        setattr(args, f"{side}_embed_dim", getattr(args, f"{side}_embed_dim", luong2015.UNITS))
+        setattr(args, f"{side}_hidden_size", getattr(args, f"{side}_hidden_size", luong2015.UNITS))
+        setattr(args, f"{side}_layers", getattr(args, f"{side}_layers", luong2015.LAYERS))
+    args.dropout = getattr(args, "dropout", luong2015.DROPOUT)
     args.reverse_source = getattr(args, "reverse_source", True)
     args.no_output_bias = getattr(args, "no_output_bias", True)
 
@@ -270,5 +270,5 @@ def luong_global_general_wmt_en_de(args):
 @register_model_architecture("luong_lstm", "luong_localp_wmt_en_de")
 def luong_localp_wmt_en_de(args):
     _paper_size(args)
-    args.local_window = getattr(args, "local_window", 10)
+    args.local_window = getattr(args, "local_window", luong2015.LOCAL_WINDOW)
     luong_localp(args)
