@@ -113,6 +113,38 @@ def error_line(cmd, **kw):
     return proc.stderr.strip().splitlines()[-1]
 
 
+def fairseq_cli(name, argv, stdin=None):
+    """fairseq-NAME (train, generate, interactive, preprocess, validate) in this process, as
+    fairseq's own tests/utils.py runs them (a process start saved per call): its cli_main
+    with ``argv`` as the command line. Returns (what it printed, what it logged); an error
+    is raised as the exception the command would have died of (a ``UserError`` where the
+    terminal would show one line)."""
+    import contextlib
+    import importlib
+    import io
+    import logging
+
+    module = importlib.import_module(f"fairseq_cli.{name}")
+    out, log = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(levelname)s | %(name)s | %(message)s"))
+    root = logging.getLogger()
+    level, saved_argv, saved_stdin = root.level, sys.argv, sys.stdin
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    sys.argv = [f"fairseq-{name}", *map(str, argv)]
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin if isinstance(stdin, bytes) else stdin.encode()))
+    try:
+        with contextlib.redirect_stdout(out):
+            module.cli_main()
+    finally:
+        sys.argv, sys.stdin = saved_argv, saved_stdin
+        root.removeHandler(handler)
+        root.setLevel(level)
+    return out.getvalue(), log.getvalue()
+
+
 def bin_path(name):
     return str(Path(sys.executable).parent / name)
 

@@ -268,7 +268,8 @@ def test_a_path_that_is_not_a_checkpoint_is_one_line(data_bin, tmp_path):
     writes = ("check --path; fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and checkpointN.pt "
               "into its --save-dir")
     err = error_line([*generate, str(tmp_path / "nosuch.pt")])
-    assert err == f"fairseq-generate: error: no checkpoint {tmp_path}/nosuch.pt ({tmp_path} holds no .pt file): {writes}"
+    assert err == (f"fairseq-generate: error: no checkpoint {tmp_path}/nosuch.pt ({tmp_path} holds no .pt file): "
+                   f"{writes}")
     err = error_line([*generate, str(ckpt.parent / "checkpoint_best.pt")])
     assert err == (f"fairseq-generate: error: no checkpoint {ckpt.parent}/checkpoint_best.pt ({ckpt.parent} holds "
                    f"checkpoint_last.pt): {writes}")
@@ -282,7 +283,8 @@ def test_attention_tools_refuse_a_model_without_attention_in_one_line(data_bin, 
     ckpt = trained(data_bin, "luong_base")
     raw = data_bin / "raw"
     extra = ["--lines", "1", "--out-dir", str(tmp_path)] if script == "plot_attention" else []
-    err = error_line([sys.executable, str(REPO / "scripts" / "eval" / f"{script}.py"), str(data_bin / "bin"), "--path", str(ckpt),
+    err = error_line([sys.executable, str(REPO / "scripts" / "eval" / f"{script}.py"), str(data_bin / "bin"),
+                      "--path", str(ckpt),
                       "--source", str(raw / "test.en"), "--target", str(raw / "test.de"), *extra])
     assert err == (f"{script}.py: error: {ckpt}: the model has no attention (luong_base, --no-attention; fairseq's "
                    "lstm with --decoder-attention 0), so it gives no alignments or attention maps: use a model "

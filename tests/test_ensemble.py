@@ -33,8 +33,9 @@ def test_first_step_by_hand():
         got, attn = ensemble.forward_decoder(tokens, ensemble.forward_encoder(net_input), [{}, {}])
         assert torch.allclose(got, want, atol=1e-6)
         assert attn.shape == batch["src_tokens"].shape
-    paper, _ = LogitAveragingEnsemble([a, b]).forward_decoder(tokens, EnsembleModel([a, b]).forward_encoder(net_input), [{}, {}])
-    fairseq, _ = EnsembleModel([a, b]).forward_decoder(tokens, EnsembleModel([a, b]).forward_encoder(net_input), [{}, {}])
+    encoded = EnsembleModel([a, b]).forward_encoder(net_input)
+    paper, _ = LogitAveragingEnsemble([a, b]).forward_decoder(tokens, encoded, [{}, {}])
+    fairseq, _ = EnsembleModel([a, b]).forward_decoder(tokens, encoded, [{}, {}])
     assert (paper - fairseq).abs().max() > 1e-3  # the two averages differ
 
 

@@ -97,7 +97,8 @@ def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, e
     sentence alone (no padding, nothing skipped)."""
     skipped = []
     unpack = RowSchedule.unpack
-    monkeypatch.setattr(RowSchedule, "unpack", lambda self, packed: skipped.append(self.skips_padding) or unpack(self, packed))
+    monkeypatch.setattr(RowSchedule, "unpack",
+                        lambda self, packed: skipped.append(self.skips_padding) or unpack(self, packed))
     model, task = tiny(arch, *extra, "--dropout", "0")
     model.train()  # no alignments wanted: the packed path
     src_d, tgt_d = task.source_dictionary, task.target_dictionary

@@ -13,6 +13,7 @@ from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import BaseFairseqModel
 from fairseq.tasks import FairseqTask
+from fairseq.trainer import Trainer
 
 import fairseq_luong
 from fairseq_luong.fairseq_patches import apply_all
@@ -28,12 +29,15 @@ def wrappers(function):
     return chain
 
 
-# every fairseq function two patches wrap: the later patch in apply_all runs first (outside)
+# every fairseq function several patches wrap: the later patch in apply_all runs first (outside)
 SHARED_TARGETS = {
     "load_checkpoint_to_cpu": (lambda: checkpoint_utils.load_checkpoint_to_cpu,
-                               ["_check_keys", "_explained_errors"]),
+                               ["_remembering", "_check_keys", "_explained_errors"]),
     "load_model_ensemble_and_task": (lambda: checkpoint_utils.load_model_ensemble_and_task,
-                                     ["_check_fit", "_named_missing_file"]),
+                                     ["_checked_ensemble", "_check_fit", "_named_missing_file"]),
+    "Trainer.load_checkpoint": (lambda: Trainer.load_checkpoint, ["_named_architectures", "_checked_resume"]),
+    "Trainer.train_step": (lambda: Trainer.train_step,  # fairseq's metrics.aggregate innermost
+                           ["_overflow_on_cpu", "_plan_update", "ContextDecorator.__call__"]),
     "call_main": (lambda: distributed_utils.call_main, ["_from_torchrun", "_fixing_precision"]),
     "FairseqTask.train_step": (lambda: FairseqTask.train_step, ["_amp_on_cpu", "_reseed_microbatch"]),
     "prepare_for_inference_": (lambda: BaseFairseqModel.prepare_for_inference_,
@@ -52,17 +56,20 @@ def test_wrappers_of_a_shared_target_stack_in_apply_alls_order(target):
 
 def test_applying_twice_changes_nothing():
     before = {name: get() for name, (get, _) in SHARED_TARGETS.items()}
+    before["torch_persistent_save"] = checkpoint_utils.torch_persistent_save
+    before["PathManager"] = checkpoint_utils.PathManager
     before["generate._main"] = fairseq_cli.generate._main
     apply_all()
     assert {name: get() for name, (get, _) in SHARED_TARGETS.items()} | {
-        "generate._main": fairseq_cli.generate._main} == before
+        "generate._main": fairseq_cli.generate._main, "torch_persistent_save": checkpoint_utils.torch_persistent_save,
+        "PathManager": checkpoint_utils.PathManager} == before
 
 
 def test_package_top_shows_only_extension_points_and_the_patches():
     top = Path(fairseq_luong.__file__).parent
     entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}
     assert entries == {"__init__.py", "errors.py", "models", "modules", "criterions", "tasks", "data", "analysis",
-                       "fairseq_patches", "protocols"}
+                       "fairseq_patches", "protocols", "recipes"}
 
 
 @pytest.mark.parametrize("first", ["fairseq_luong.data.text", "fairseq_luong.modules.luong_encoder"])
@@ -74,7 +81,8 @@ def test_readers_load_neither_fairseq_nor_torch_and_fairseq_imported_later_finds
 import sys
 import fairseq_luong.data.text, fairseq_luong.analysis.generate_output, fairseq_luong.analysis.training_log
 import fairseq_luong.errors, fairseq_luong.protocols.luong2015
-print(sorted(m for m in ("fairseq", "torch", "fairseq_luong.fairseq_patches", "fairseq_luong.models") if m in sys.modules))
+heavy = ("fairseq", "torch", "fairseq_luong.fairseq_patches", "fairseq_luong.models")
+print(sorted(m for m in heavy if m in sys.modules))
 import argparse
 import importlib
 importlib.import_module(sys.argv[2])  # a module of the plugin that imports fairseq itself, or a reader
@@ -106,3 +114,23 @@ def test_cli_modules_include_main_when_the_command_runs_as_it(monkeypatch, how):
     assert found[0] is fairseq_cli.interactive
     assert found[1:] == ([] if how == "console script" else [main])
     assert fairseq_cli_modules("generate") == [fairseq_cli.generate]  # another command's module
+
+
+def test_the_docs_name_every_patch_that_apply_all_applies():
+    """apply_all is the one list; docs/architecture.md draws each of its calls and
+    docs/fairseq_patches.md has a row for each patch module: a patch added without its
+    line in either fails here."""
+    import inspect
+    import re
+
+    from fairseq_luong import fairseq_patches
+
+    calls = re.findall(r"^\s+(\w+\.patch_\w+|\w+\.allow_\w+)\(\)", inspect.getsource(apply_all), re.M)
+    assert len(calls) >= 15
+    docs = Path(fairseq_luong.__file__).parents[1] / "docs"
+    drawing = (docs / "architecture.md").read_text(encoding="utf-8")
+    assert [c for c in calls if c not in drawing] == []
+    index = (docs / "fairseq_patches.md").read_text(encoding="utf-8")
+    modules = sorted(p.name for p in Path(fairseq_patches.__file__).parent.glob("*.py")
+                     if p.name not in ("__init__.py", "patching.py"))
+    assert [m for m in modules if f"| `{m}` |" not in index] == []

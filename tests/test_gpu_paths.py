@@ -47,7 +47,8 @@ def train_lines(log):
     rows = []
     for line in Path(log).read_text().splitlines():
         if "| train_inner |" in line:
-            rows.append(dict(item.strip().split("=", 1) for item in line.split("/", 1)[1].split(None, 1)[1].split(", ")))
+            stats = line.split("/", 1)[1].split(None, 1)[1]  # after "epoch E: N / M"
+            rows.append(dict(item.strip().split("=", 1) for item in stats.split(", ")))
     return rows
 
 

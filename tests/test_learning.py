@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers import REPO, USER_DIR, bin_path, run
 
+
 @pytest.fixture(scope="module")
 def numbers(tmp_path_factory):
     """The number corpus (10,000 / 50 / 200 pairs, with German phrases), binarized with a

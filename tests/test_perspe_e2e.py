@@ -144,7 +144,8 @@ def test_a_stage_is_made_again_when_its_files_or_its_code_change(recipe, tmp_pat
     assert (run / "data-bin" / "train.en-ja.ja.chunks.bin").exists() and "SentencePiece" not in log
     # the same recipe from a checkout whose grammar makes every word its own phrase
     copy = tmp_path / "checkout"
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()
     for f in files:
         (copy / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / f, copy / f)
@@ -205,7 +206,8 @@ def test_all_for_one_table_cell_with_the_papers_preset(recipe):
     # 5 states, the final one (update 9, in checkpoint_last.pt only) included
     interval = sorted((seed / "checkpoints").glob("checkpoint_*_*.pt"), key=lambda p: int(p.stem.split("_")[-1]))
     assert len(interval) == 5 and int(interval[0].stem.split("_")[-1]) > 1
-    states = [torch.load(p, weights_only=True)["model"] for p in interval[1:] + [seed / "checkpoints" / "checkpoint_last.pt"]]
+    kept = interval[1:] + [seed / "checkpoints" / "checkpoint_last.pt"]
+    states = [torch.load(p, weights_only=True)["model"] for p in kept]
     model = torch.load(seed / "model.pt", weights_only=True)["model"]
     key = "decoder.layers.0.fc1.weight"
     torch.testing.assert_close(model[key], sum(s[key] for s in states) / 5)
@@ -216,7 +218,8 @@ def test_all_for_one_table_cell_with_the_papers_preset(recipe):
     assert cfg["checkpoint"]["keep_interval_updates"] == 5 and cfg["dataset"]["max_tokens"] == 2048
     assert cfg["criterion"]["perturb_range"] == 2 and cfg["criterion"]["perturb_unit"] == "token"
     assert proc.stdout.index("GPUs here:") < proc.stdout.index("| system | seeds |")
-    row = [line for line in proc.stdout.splitlines() if line.startswith("| spe_pertoken2 |")][-1]  # the plan has one too
+    # the plan has one too
+    row = [line for line in proc.stdout.splitlines() if line.startswith("| spe_pertoken2 |")][-1]
     assert row.split(" | ")[1] == "1"
     assert "Decoding: the last 5 checkpoint(s) averaged, beam 4, lenpen 0.6." in proc.stdout
 
@@ -256,7 +259,8 @@ def test_iwslt17_with_jparacrawl_is_cleaned_and_sampled(tmp_path):
     crawl = tmp_path / "en-ja.bicleaner05.txt"
     crawl.write_text("".join(f"a.com\tb.jp\t0.7\tcrawl {i}\tクロール{i}\n" for i in range(20)), encoding="utf-8")
     out = tmp_path / "raw"
-    proc = subprocess.run([bin_path("python"), str(REPO / "examples" / "perspe" / "iwslt_to_text.py"), "--iwslt", str(src),
+    tool = str(REPO / "examples" / "perspe" / "iwslt_to_text.py")
+    proc = subprocess.run([bin_path("python"), tool, "--iwslt", str(src),
                            "--jparacrawl", str(crawl), "--pairs", "4", "--output", str(out)],
                           capture_output=True, text=True, check=True)
     assert "train: 3 of 5 IWSLT17 pairs kept by clean-corpus-n" in proc.stderr
@@ -266,6 +270,7 @@ def test_iwslt17_with_jparacrawl_is_cleaned_and_sampled(tmp_path):
     assert len(crawled) == 4 and len(set(crawled)) == 4 and all(c.startswith("crawl ") for c in crawled)
     assert (out / "test.ja").read_text(encoding="utf-8").splitlines() == ["tst2015 ja one", "ja two"]
     again = tmp_path / "again"
-    subprocess.run([bin_path("python"), str(REPO / "examples" / "perspe" / "iwslt_to_text.py"), "--iwslt", str(src),
-                    "--jparacrawl", str(crawl), "--pairs", "4", "--output", str(again)], capture_output=True, check=True)
+    subprocess.run([bin_path("python"), tool, "--iwslt", str(src),
+                    "--jparacrawl", str(crawl), "--pairs", "4", "--output", str(again)],
+                   capture_output=True, check=True)
     assert (again / "train.en").read_text() == (out / "train.en").read_text()  # --seed: the same draw

@@ -124,7 +124,8 @@ def test_chunk_file_for_fewer_sentences_is_one_line_in_fairseq_train(data, tmp_p
             (tmp_path / f.name).symlink_to(f)
     write_dataset(tmp_path / "train.en-ja.ja.chunks", chunks[:35], 100)
     err = error_line([bin_path("fairseq-train"), str(tmp_path), "--user-dir", USER_DIR, "--task", "translation_chunks",
-                      "-s", "en", "-t", "ja", "--arch", "transformer_perspe_tiny", "--optimizer", "adam", "--lr", "0.001",
+                      "-s", "en", "-t", "ja", "--arch", "transformer_perspe_tiny", "--optimizer", "adam",
+                      "--lr", "0.001",
                       "--max-tokens", "500", "--max-update", "1", "--num-workers", "0", "--disable-validation",
                       "--save-dir", str(tmp_path / "ckpt")])
     assert err == (f"fairseq-train: error: {tmp_path}/train.en-ja.ja.chunks.idx holds chunk ids for 35 sentences, but "

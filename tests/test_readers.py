@@ -90,7 +90,7 @@ def test_plain_text_is_not_generate_output(tmp_path):
     path.write_text("H-0 is a line of plain text\nanother\n", encoding="utf-8")
     assert read_generate_output(path) == {}
     assert bleu_by_length.read_system(str(path), 2) == (["H-0 is a line of plain text", "another"],
-                                                       "plain text, one translation a line")
+                                                        "plain text, one translation a line")
 
 
 # ------------------------------------------------------------ fairseq-train logs

@@ -94,7 +94,8 @@ def test_the_code_version_is_the_code_a_step_runs(tmp_path):
         (copy / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / f, copy / f)
     versions = ("code_train; code_generate; "
-                "code_version chunks $REPO/scripts/data/chunk_japanese.py; code_version text $REPO/scripts/data/normalize_text.py; "
+                "code_version chunks $REPO/scripts/data/chunk_japanese.py; "
+                "code_version text $REPO/scripts/data/normalize_text.py; "
                 "code_version prepare $REPO/examples/wmt14_en_de/filter_pairs.py")
     before = shell(versions, tmp_path, copy).splitlines()
     assert len(set(before)) == 5 and all(v.startswith("code ") for v in before)
@@ -109,8 +110,9 @@ def test_the_code_version_is_the_code_a_step_runs(tmp_path):
     grammar = copy / "fairseq_luong" / "data" / "ja_chunk_grammar.txt"
     grammar.write_text(grammar.read_text() + "\n# a change\n")
     assert shell(versions, tmp_path, copy).splitlines()[2] != after[2]
-    changed = subprocess.run([sys.executable, str(copy / "examples" / "common" / "code_version.py"), "diff", "/dev/null",
-                              str(copy / "scripts" / "data" / "chunk_japanese.py")], capture_output=True, text=True).stdout
+    changed = subprocess.run([sys.executable, str(copy / "examples" / "common" / "code_version.py"), "diff",
+                              "/dev/null", str(copy / "scripts" / "data" / "chunk_japanese.py")],
+                             capture_output=True, text=True).stdout
     assert "fairseq_luong/data/ja_chunk_grammar.txt (added)" in changed
 
 
@@ -297,8 +299,7 @@ def test_average_includes_the_final_state_after_the_last_interval_checkpoint(mul
     data, work, opts, _, _ = multi30k
     recipe("multi30k_en_de", *opts, "train", "luong_global_general", "--", *TINY, "--max-update", 5)
     ckpts = work / "systems" / "luong_global_general" / "checkpoints"
-    assert sorted(p.name for p in ckpts.glob("checkpoint_*_*.pt")) == ["checkpoint_1_2.pt",
-                                                                        "checkpoint_1_4.pt"]
+    assert sorted(p.name for p in ckpts.glob("checkpoint_*_*.pt")) == ["checkpoint_1_2.pt", "checkpoint_1_4.pt"]
     recipe("multi30k_en_de", *opts, "translate", "luong_global_general")
     model = torch.load(work / "systems" / "luong_global_general" / "model.pt", weights_only=True)
     last = torch.load(ckpts / "checkpoint_last.pt", weights_only=True)
@@ -365,10 +366,12 @@ def stanford_release(out, n_train=200):
         (out / f"train.{lang}").write_text("".join(lines + [pair[i] + "\n" for pair in ODD_TRAIN]), encoding="utf-8")
         vocab = out / f"vocab.50K.{lang}"
         vocab.write_text("".join(vocab.read_text(encoding="utf-8").splitlines(True)[:VOCAB_WORDS]), encoding="utf-8")
-        sample = (SHARED_DATA / "wmt_sample_en_de" / f"newstest2012.{lang}").read_text(encoding="utf-8").splitlines(True)
+        sample = (SHARED_DATA / "wmt_sample_en_de" / f"newstest2012.{lang}").read_text(encoding="utf-8")
+        sample = sample.splitlines(True)
         for j, (name, n) in enumerate(REAL_TEST_LINES.items()):
             (out / f"{name}.{lang}").write_text("".join(cycle(sample[7 * j:] + sample[:7 * j], n)), encoding="utf-8")
-    words = sorted({w for line in (out / "newstest2014.en").read_text(encoding="utf-8").splitlines() for w in line.split()})
+    text = (out / "newstest2014.en").read_text(encoding="utf-8")
+    words = sorted({w for line in text.splitlines() for w in line.split()})
     (out / "dict.en-de").write_text("".join(f"{w}\tDE_{w}\n" for w in words), encoding="utf-8")
     return out
 
@@ -564,7 +567,8 @@ def test_rehearsal_refuses_sacrebleus_3003_line_reference(stanford, tmp_path):
 def test_plan_names_gpus_batch_time_and_refuses_a_small_disk(stanford, tmp_path):
     release, cache, stubs, work, run = stanford
     plan = run("--gpus", 2, "plan", "t1_base", work=tmp_path / "plan").stdout
-    assert "each training uses 2 (--distributed-world-size 2): the paper's 128 sentences per update are 64 per GPU" in plan
+    assert ("each training uses 2 (--distributed-world-size 2): the paper's 128 sentences per update are 64 "
+            "per GPU") in plan
     base = dict(zip(table_rows(plan)["model"], table_rows(plan)["base"]))
     assert base["sentences per update"] == "128" and base["epochs"] == "10"
     assert "Tesla K40" in plan and "1K target words per second" in plan
@@ -591,8 +595,9 @@ def gold_from_model(release, work, out):
          "--source", f"{out}.en", "--target", f"{out}.de", "--paper-convention"],
         capture_output=True, text=True, check=True).stdout.splitlines()
     gold = Path(f"{out}.gold")
-    gold.write_text("".join(" ".join(f"{int(j) + 1}-{int(i) + 1}" for i, j in (link.split("-") for link in line.split()))
-                            + "\n" for line in links), encoding="utf-8")
+    swapped = (" ".join(f"{int(j) + 1}-{int(i) + 1}" for i, j in (link.split("-") for link in line.split()))
+               for line in links)
+    gold.write_text("".join(s + "\n" for s in swapped), encoding="utf-8")
     return gold
 
 

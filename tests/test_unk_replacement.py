@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.helpers import USER_DIR, bin_path, run
+from tests.helpers import USER_DIR
 
 DICTIONARY = "twenty\tZWANZIG\nseven SIEBEN\n"  # both formats fairseq users have
 

@@ -11,9 +11,10 @@ import json
 import os
 import sys
 import unicodedata
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Sequence
 
 from fairseq_luong.data.text import read_lines
+
 
 def _key(ja: str) -> str:
     """How a gold-aligned sentence is found in KFTT: its Japanese, NFKC-normalised (the gold
@@ -21,8 +22,6 @@ def _key(ja: str) -> str:
     segment words differently), lower-cased. All 582 gold sentences are KFTT tune lines
     this way, and 6 are also training lines."""
     return unicodedata.normalize("NFKC", ja).replace(" ", "").lower()
-
-
 
 
 def write_plain(path: str, lines: Sequence[str]) -> None:

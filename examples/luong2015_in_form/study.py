@@ -151,7 +151,8 @@ def trainings(corpus: Optional[str] = None) -> List[Tuple[System, int]]:
 # epoch measured on this machine (2 cores of an AMD EPYC, AVX2, no GPU, torch 2.13.0, nothing
 # else running, OMP_NUM_THREADS=2) with `bash run.sh time SYSTEM` (200 updates of SYSTEM,
 # extrapolated to its epoch; validation not counted); with one thread the same took 1.25
-# times as long (m30k local-p: 0.95 against 0.76 minutes). perSPE: examples/perspe/README.md's minutes per seed of PRESET=small
+# times as long (m30k local-p: 0.95 against 0.76 minutes). perSPE: examples/perspe/README.md's
+# minutes per seed of PRESET=small
 # (2,000 updates of 2,048 tokens) on small_parallel_enja. Evaluation: an estimate.
 MINUTES_PER_EPOCH = {"m30k_base": 0.38, "m30k_attention": 0.76, "kftt_base": 0.98,
                      "kftt_attention": 1.27, "kftt_rnnsearch": 2.19}
@@ -590,7 +591,8 @@ def table1(study: Study, w, verdicts, fig_dir):
       "bootstrap (sacreBLEU `--paired-bs`, 1,000 resamples) of the seed closest to the row's "
       "mean against the row above's.")
     w("")
-    w("| row | seeds | BLEU | Δ BLEU | p | paper BLEU (Δ) | test ppl | Δ ppl | paper ppl (Δ) | verdict BLEU | verdict ppl |")
+    w("| row | seeds | BLEU | Δ BLEU | p | paper BLEU (Δ) | test ppl | Δ ppl | paper ppl (Δ) "
+      "| verdict BLEU | verdict ppl |")
     w("|---|---|---|---|---|---|---|---|---|---|---|")
     prev = None
     for row in TABLE1:
@@ -677,7 +679,8 @@ def table4(study: Study, w, verdicts):
         ok = [k for k, v in means.items() if v[3] is not None and v[3]["p"] < 0.05 and gains.get(k, 0) > 0]
         w(f"Unk replacement: {fmt(min(gains.values()), '+.2f')} to {fmt(max(gains.values()), '+.2f')} BLEU "
           f"(paper: +1.2 to +1.9); significant (p < 0.05) for {len(ok)} of {len(gains)} models.")
-        v = "holds" if len(ok) == len(gains) else ("does not hold" if all(g <= 0 for g in gains.values()) else "inconclusive")
+        none = all(g <= 0 for g in gains.values())
+        v = "holds" if len(ok) == len(gains) else ("does not hold" if none else "inconclusive")
         verdicts.append(("Table 4: unk replacement helps every attention model", "+1.2 to +1.9 BLEU",
                          f"{fmt(min(gains.values()), '+.2f')} to {fmt(max(gains.values()), '+.2f')}; "
                          f"p < 0.05 for {len(ok)} of {len(gains)}", v))
@@ -740,12 +743,13 @@ def table6(study: Study, w, verdicts):
             continue
         d = aer_of(loc) - aer_of(glob)
         p = paired_bootstrap_aer(glob, loc)
-        v = "holds" if d < 0 and p < 0.05 else ("does not hold" if d > 0 and paired_bootstrap_aer(loc, glob) < 0.05
-                                                 else "inconclusive")
+        worse = d > 0 and paired_bootstrap_aer(loc, glob) < 0.05
+        v = "holds" if d < 0 and p < 0.05 else ("does not hold" if worse else "inconclusive")
         w(f"{local} minus global (location): {d:+.3f} AER (paired bootstrap over the gold sentences, "
           f"p = {p:.3f}).")
         verdicts.append((f"Table 6: {local.split('_')[1]} attention aligns better than global (location)",
-                         f"{TABLE6_PAPER[local]:.2f} vs 0.39", f"{aer_of(loc):.3f} vs {aer_of(glob):.3f} (p {p:.3f})", v))
+                         f"{TABLE6_PAPER[local]:.2f} vs 0.39",
+                         f"{aer_of(loc):.3f} vs {aer_of(glob):.3f} (p {p:.3f})", v))
     diag = rows.get(("diagonal", "paper"))
     if diag is not None and glob is not None:
         w(f"The diagonal baseline: {aer_of(diag):.3f}.")
@@ -787,7 +791,8 @@ def figure2(study: Study, w, verdicts, fig_dir):
     for label, row in scores.items():
         w(f"| {label} | " + " | ".join(fmt(x, '.1f') for x in row) + f" | {corpus_bleu(systems[label], refs):.2f} |")
     w("")
-    png = plot_bleu_by_length([b.label for b in groups], list(scores.items()), os.path.join(fig_dir, "fig2_bleu_by_length.png"),
+    png = plot_bleu_by_length([b.label for b in groups], list(scores.items()),
+                              os.path.join(fig_dir, "fig2_bleu_by_length.png"),
                               title="KFTT Ja-En: BLEU by source length")
     w(f"![BLEU by source length]({rel(png, os.path.dirname(fig_dir))})")
     w("")
@@ -870,7 +875,8 @@ def perspe_paired(study: Study, scores) -> Optional[float]:
     for name, seed in picks.items():
         files[name] = os.path.join(tmp, f"{name}.seed{seed}.norm")
         with open(files[name], "w", encoding="utf-8") as f:
-            f.writelines(normalize_line(x) + "\n" for x in read_lines(os.path.join(base, name, f"seed{seed}", "study_test.hyp")))
+            hyps = read_lines(os.path.join(base, name, f"seed{seed}", "study_test.hyp"))
+            f.writelines(normalize_line(x) + "\n" for x in hyps)
     ref = os.path.join(tmp, "ref.norm")
     with open(ref, "w", encoding="utf-8") as f:
         f.writelines(normalize_line(x) + "\n" for x in read_lines(study.path("perspe", "raw", "test.ja")))

@@ -19,9 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's fairseq_luong
-
-from fairseq_luong.data.text import DataError, iter_lines, whole_output  # noqa: E402
+from fairseq_luong.data.text import DataError, iter_lines, whole_output
 
 SEPARATOR = " ||| "
 FIELDS = {"train": 5, "dev": 4, "test": 4}  # Japanese and English are the last two

@@ -33,9 +33,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's fairseq_luong
-
-from fairseq_luong.data.text import DataError, count_lines, iter_lines, whole_output  # noqa: E402
+from fairseq_luong.data.text import DataError, count_lines, iter_lines, whole_output
 
 SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
 MAX_WORD_LENGTH = 1000  # clean-corpus-n.perl's default

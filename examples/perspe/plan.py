@@ -17,8 +17,7 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-import plan_tools as pt  # noqa: E402
+from fairseq_luong.recipes import plan_tools as pt
 
 P100_TOKENS_PER_S = 25000 / 0.4 / 8  # Vaswani et al. 2017, sections 5.1-5.2
 ASPEC_TRAIN_1 = 1_000_000  # ASPEC-JE train-1.txt: the 1M pairs of best alignment score
@@ -90,7 +89,8 @@ def main(argv=None):
         raw = pt.size_on_disk(os.path.join(args.work, "raw"))
         guess = raw * 4.5 if raw else ASPEC_TRAIN_1 * 2 * 130 * 4.5  # raw, text, pieces, chunks, binarized
         data = guess
-        out.append(f"prepared data: about {pt.gb(data)} ({'4.5 x the raw text' if raw else 'ASPEC train-1: 1M pairs of about 130 bytes, x 4.5'}: an estimate)")
+        basis = "4.5 x the raw text" if raw else "ASPEC train-1: 1M pairs of about 130 bytes, x 4.5"
+        out.append(f"prepared data: about {pt.gb(data)} ({basis}: an estimate)")
     needed = data + kept_total + biggest + 50 * 1024 ** 2
     out.append(f"checkpoints still to be written: {pt.gb(kept_total)} (+{pt.gb(biggest)} while one is being saved)")
     ok = pt.disk_verdict(needed, args.work, args.reserve, out, reserve_name="RESERVE",

@@ -27,7 +27,6 @@ import statistics
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
 
 COMPARED = ("hypotheses and the raw reference, both normalised by "
             "fairseq_luong.data.text.normalize_line (NFKC, control/format characters, "
@@ -41,7 +40,6 @@ class ScoreError(ValueError):
 def score(hyp_path, ref_path):
     from sacrebleu.metrics import BLEU, CHRF
 
-    sys.path.insert(0, str(REPO))  # the checkout's fairseq_luong (imports fairseq: only here)
     from fairseq_luong.data.text import DataError, iter_lines, normalize_line
 
     try:

@@ -17,11 +17,9 @@ Sources of the figures (all stated again in the output):
 import argparse
 import math
 import os
-import shlex
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-import plan_tools as pt  # noqa: E402
+from fairseq_luong.recipes import plan_tools as pt
 
 PAPER_PAIRS, PAPER_WORDS_EN, PAPER_WORDS_DE = 4_500_000, 116_000_000, 110_000_000
 K40_WORDS_PER_S = 1000  # Luong et al. 2015, section 4.1
@@ -92,7 +90,8 @@ def main(argv=None):
     for name, ms, what in rows:
         out.append(f"| {name} | {ms.replace(',', ' ')} | {what} |")
     out.append("")
-    out.append("| model | M params | epochs | sentences per update | updates (about) | checkpoint | kept: last, best, model.pt | time per epoch, Tesla K40 (paper's speed) |")
+    out.append("| model | M params | epochs | sentences per update | updates (about) | checkpoint "
+               "| kept: last, best, model.pt | time per epoch, Tesla K40 (paper's speed) |")
     out.append("|---|---|---|---|---|---|---|---|")
     kept_total = biggest = 0
     for name, a in models.items():

@@ -89,7 +89,8 @@ def read_link_file(path: str, index: Optional[int], target_first: bool, option: 
 
 
 def out_of_range(links: Links, src_len: int, tgt_len: int) -> List[Link]:
-    return sorted(l for l in links.sure | links.possible if not (0 <= l[0] < src_len and 0 <= l[1] < tgt_len))
+    return sorted(link for link in links.sure | links.possible
+                  if not (0 <= link[0] < src_len and 0 <= link[1] < tgt_len))
 
 
 class AERCounts(NamedTuple):
@@ -125,7 +126,7 @@ def aer_counts(gold: Sequence[Links], test: Sequence[Set[Link]]) -> AERCounts:
 
 def format_links(links: Set[Link]) -> str:
     """0-based Pharaoh ``i-j`` (source-target), sorted by target then source."""
-    return " ".join(f"{s}-{t}" for s, t in sorted(links, key=lambda l: (l[1], l[0])))
+    return " ".join(f"{s}-{t}" for s, t in sorted(links, key=lambda link: (link[1], link[0])))
 
 
 # ------------------------------------------------------------ from attention
@@ -167,7 +168,8 @@ def fold_into_words(weights: Tensor, src_groups: List[int], tgt_groups: List[int
     a source word receives the SUM of its pieces' weights (the attention it gets), a
     target word the MEAN of its pieces' rows."""
     n_src, n_tgt = (max(src_groups) + 1 if src_groups else 0), (max(tgt_groups) + 1 if tgt_groups else 0)
-    by_src = weights.new_zeros(weights.size(0), n_src).index_add_(1, torch.tensor(src_groups, dtype=torch.long), weights)
+    groups = torch.tensor(src_groups, dtype=torch.long)
+    by_src = weights.new_zeros(weights.size(0), n_src).index_add_(1, groups, weights)
     summed = weights.new_zeros(n_tgt, n_src).index_add_(0, torch.tensor(tgt_groups, dtype=torch.long), by_src)
     counts = torch.bincount(torch.tensor(tgt_groups, dtype=torch.long), minlength=n_tgt).clamp(min=1)
     return summed / counts.unsqueeze(1).to(summed.dtype)

@@ -62,7 +62,8 @@ def subword_marks(lines: Sequence[str]) -> Optional[str]:
     text = [line for line in lines if line.strip()]
     if not text:
         return None
-    for kind, mark in (("SentencePiece", lambda l: "\u2581" in l), ("subword-nmt", lambda l: "@@ " in l + " ")):
+    for kind, mark in (("SentencePiece", lambda line: "\u2581" in line),
+                       ("subword-nmt", lambda line: "@@ " in line + " ")):
         if sum(map(mark, text)) > len(text) / 2:
             return kind
     return None

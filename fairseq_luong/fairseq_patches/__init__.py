@@ -14,14 +14,17 @@ One patch is not applied here: ``no_user_dir_hint.py`` is for a run WITHOUT the 
 """
 from . import (
     batching,
+    checkpoint_identity,
     checkpoints,
     distributed,
     errors,
     input_errors,
     interactive_long_lines,
     length_limit,
+    long_runs,
     microbatch_seeds,
     model_overrides,
+    option_checks,
     precision,
     unk_replacement,
 )
@@ -31,35 +34,47 @@ def apply_all():
     """Apply every patch, in this order."""
     # ---- command-line errors: one line, not a traceback
     errors.patch_excepthook()  # sys.excepthook prints a UserError as "PROG: error: ..."
-    input_errors.patch_data_directories()  # a missing/empty data directory, dictionary, split
+    option_checks.patch_option_checks()  # parse_args_and_arch: values refused before any work
+    # a missing/empty data directory, dictionary, split; a binarized split cut short
+    input_errors.patch_data_directories()
+    input_errors.patch_interactive_input()  # interactive.buffered_read: UTF-8 whatever the locale
     # fairseq_cli.interactive.main (1 of 2): --print-alignment soft is refused; runs inside
     # the precision marking (2 of 2, below), before any model is loaded
     input_errors.patch_interactive_soft_alignment()
 
     # ---- checkpoints
     checkpoints.allow_checkpoint_globals()  # torch's weights-only unpickler takes fairseq's
-    # load_checkpoint_to_cpu and load_model_ensemble_and_task (1 of 2 each): load errors
+    # load_checkpoint_to_cpu and load_model_ensemble_and_task (1 of 3 each): load errors
     # become one line; innermost, next to fairseq
     checkpoints.patch_load_errors()
-    # the same two (2 of 2 each): --model-overrides checked on what the loader returned
+    # the same two (2 of 3 each): --model-overrides checked on what the loader returned
     # (keys) and on the load_state_dict error it raised (sizes)
     model_overrides.patch_model_overrides()
+    # the same two (3 of 3 each, outermost): the checkpoint's languages and dictionaries
+    # remembered and checked against the run's task; Trainer.save_checkpoint records them;
+    # Trainer.load_checkpoint (1 of 2) checks them on resume
+    checkpoint_identity.patch_checkpoint_identity()
 
     # ---- data loading
     batching.patch_final_batch()  # data_utils.batch_by_size keeps the final partial batch
     batching.patch_numpy_2()  # --num-batch-buckets with numpy 2
 
     # ---- training
-    # Trainer.train_step; FairseqTask.train_step (1 of 2): reseed each micro-batch after the
-    # first, inside the --amp autocast of 2 of 2
+    # Trainer.train_step (1 of 2); FairseqTask.train_step (1 of 2): reseed each micro-batch
+    # after the first, inside the --amp autocast of 2 of 2
     microbatch_seeds.patch_microbatch_seeds()
     # distributed_utils.call_main (1 of 2): --bf16/--fp16/--amp made runnable, after torchrun's
     # settings (2 of 2); FairseqTask.train_step (2 of 2): --amp autocasts on the CPU;
-    # AMPOptimizer.__init__
+    # AMPOptimizer.__init__; Trainer.train_step (2 of 2): .cuda() stays on the CPU there (the
+    # fp16 overflow handler), around the micro-batch planning (1 of 2)
     precision.patch_training_precision()
     # call_main (2 of 2): world size, rank and backend from torchrun's environment;
     # DistributedDataParallel without device ids on the CPU
     distributed.patch_torchrun()
+    # fairseq_cli.train.main: --save-dir locked and not a file, divergence in one line;
+    # torch_persistent_save and checkpoint copies: whole files or none; Trainer.load_checkpoint
+    # (2 of 2): another architecture in one line, around the identity check (1 of 2)
+    long_runs.patch_long_runs()
 
     # ---- generation (fairseq-generate, fairseq-interactive)
     # prepare_for_inference_ (1 of 2): bfloat16 for --bf16, inside --replace-unk's (2 of 2);

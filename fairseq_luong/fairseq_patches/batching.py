@@ -21,7 +21,12 @@ too): numpy 2 removed both. Those three fairseq modules get, as their ``np``, nu
 with the two numpy 1 names put back (``percentile(interpolation=)`` passed on as
 ``method=``, ``compat.long`` = ``int``); numpy itself is not changed.
 
-``apply_all`` applies both.
+**A sentence longer than --max-tokens.** ``batch_by_size`` stops with
+``AssertionError: Sentences lengths should not exceed max_tokens=N``, a traceback
+that names neither the flag's fix nor the sentence. We raise a ``UserError`` naming
+the longest sentence, its length and the value to give.
+
+``apply_all`` applies all three.
 """
 import functools
 import logging
@@ -30,6 +35,7 @@ import types
 import numpy as np
 from fairseq.data import data_utils, language_pair_dataset, token_block_dataset
 
+from ..errors import UserError
 from .patching import wrap_once
 
 logger = logging.getLogger(__name__)
@@ -40,7 +46,12 @@ def _keep_final_batch(batch_by_size):
     def wrapper(indices, *args, **kwargs):
         if not isinstance(indices, np.ndarray):
             indices = np.fromiter(indices, dtype=np.int64, count=-1)
-        batches = batch_by_size(indices, *args, **kwargs)
+        try:
+            batches = batch_by_size(indices, *args, **kwargs)
+        except AssertionError as e:
+            if "should not exceed max_tokens" not in str(e):
+                raise
+            raise _too_long(indices, e, *args, **kwargs) from e
         fixed_shapes = kwargs.get("fixed_shapes", args[5] if len(args) > 5 else None)
         covered = sum(len(b) for b in batches)
         if fixed_shapes is None and covered < len(indices):
@@ -48,6 +59,23 @@ def _keep_final_batch(batch_by_size):
         return batches
 
     return wrapper
+
+
+def _too_long(indices, error, num_tokens_fn=None, num_tokens_vec=None, max_tokens=None, *rest, **kwargs):
+    """The UserError for a sentence longer than --max-tokens (batch_by_size's arguments)."""
+    num_tokens_vec = kwargs.get("num_tokens_vec", num_tokens_vec)
+    max_tokens = kwargs.get("max_tokens", max_tokens)
+    num_tokens_fn = kwargs.get("num_tokens_fn", num_tokens_fn)
+    if num_tokens_vec is not None:
+        lengths = np.asarray(num_tokens_vec)
+    else:
+        lengths = np.array([num_tokens_fn(i) for i in indices])
+    longest = int(np.argmax(lengths))
+    n = int(lengths[longest])
+    return UserError(f"--max-tokens {max_tokens} is smaller than sentence {int(indices[longest])} of this split "
+                     f"({n} tokens, end of sentence included): give --max-tokens {n} or more, or leave the longer "
+                     "sentences out of training (--max-source-positions / --max-target-positions, with "
+                     "--skip-invalid-size-inputs-valid-test)")
 
 
 class _NumpyWithVersion1Names(types.ModuleType):

@@ -12,6 +12,16 @@ What fairseq does, and what we do instead (a ``UserError``: one line at the term
   ``translation.load_langpair_dataset``. Each came with a traceback. We wrap
   ``infer_language_pair``, ``Dictionary.add_from_file`` and ``load_langpair_dataset`` and
   name the directory or file and what fairseq-preprocess writes there.
+* A binarized split cut short (an interrupted copy or fairseq-preprocess): numpy's
+  ``ValueError: offset must be non-negative and no greater than buffer length`` (a short
+  ``.idx``) or ``buffer is smaller than requested size`` (a short ``.bin``), from deep in
+  ``MMapIndexedDataset``, or a silent read past the end. ``data_utils.load_indexed_dataset``
+  now checks each ``.idx``/``.bin`` pair against the sizes its header gives, and names the
+  file, what it should hold and what it holds.
+* Text that is not UTF-8 on fairseq-interactive's input: under a C.UTF-8 locale the bad
+  bytes became ``<unk>`` without a word; under en_US.UTF-8 a ``UnicodeDecodeError``
+  traceback. Its ``buffered_read`` now reads bytes and decodes each line itself, whatever
+  the locale, and stops at the first bad line with its number.
 * ``fairseq-interactive --print-alignment soft`` translated the first line and then
   stopped with ``ValueError: too many values to unpack`` (fairseq_cli/interactive.py
   prints every alignment as ``source-target`` pairs; a soft alignment is a row of
@@ -20,10 +30,12 @@ What fairseq does, and what we do instead (a ``UserError``: one line at the term
 """
 import functools
 import os
+import struct
 
-from fairseq.data import Dictionary, data_utils
+from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import translation
 
+from ..data.text import DataError, iter_lines
 from ..errors import UserError
 from .patching import fairseq_cli_modules, wrap_once
 
@@ -84,6 +96,73 @@ def _named_missing_split(load):
     return load_langpair_dataset
 
 
+_MMAP_MAGIC = indexed_dataset.MMapIndexedDataset.Index._HDR_MAGIC
+_MMAP_HEADER = len(_MMAP_MAGIC) + 8 + 1 + 8  # magic, version, dtype code, number of sentences
+_AGAIN = "the copy or fairseq-preprocess that made it was cut short: binarize again, or copy it again"
+
+
+def check_binarized(prefix):
+    """Raise UserError when PREFIX.idx / PREFIX.bin (fairseq's mmap format) is cut short."""
+    idx, bin_ = prefix + ".idx", prefix + ".bin"
+    with open(idx, "rb") as f:
+        head = f.read(_MMAP_HEADER)
+    if not head.startswith(_MMAP_MAGIC[:8]):
+        return  # another format (raw text, the legacy indexed formats)
+    if len(head) < _MMAP_HEADER:
+        raise UserError(f"{idx} holds {len(head)} bytes, not even the {_MMAP_HEADER}-byte header: {_AGAIN}")
+    code, n = head[len(_MMAP_MAGIC) + 8], struct.unpack("<Q", head[-8:])[0]
+    want = _MMAP_HEADER + 12 * n  # int32 sizes and int64 byte offsets of n sentences
+    have = os.path.getsize(idx)
+    if have < want:
+        raise UserError(f"{idx} is cut short: its header promises {n:,} sentences ({want:,} bytes), "
+                        f"the file has {have:,} bytes: {_AGAIN}")
+    if n == 0:
+        return
+    if not os.path.exists(bin_):
+        raise UserError(f"{bin_} is missing (its index {idx} is there): {_AGAIN}")
+    with open(idx, "rb") as f:
+        f.seek(_MMAP_HEADER + 4 * (n - 1))
+        (last_size,) = struct.unpack("<i", f.read(4))
+        f.seek(_MMAP_HEADER + 4 * n + 8 * (n - 1))
+        (last_offset,) = struct.unpack("<q", f.read(8))
+    itemsize = indexed_dataset._code_to_dtype[code]().itemsize
+    want, have = last_offset + last_size * itemsize, os.path.getsize(bin_)
+    if have < want:
+        raise UserError(f"{bin_} is cut short: its index {idx} puts {n:,} sentences in {want:,} bytes, "
+                        f"the file has {have:,} bytes: {_AGAIN}")
+
+
+def _checked_binarized(load):
+    @functools.wraps(load)
+    def load_indexed_dataset(path, *args, **kwargs):
+        k = 0
+        while _is_local(path) and os.path.isfile(f"{path}{k or ''}.idx"):
+            check_binarized(f"{path}{k or ''}")
+            k += 1
+        return load(path, *args, **kwargs)
+
+    return load_indexed_dataset
+
+
+def _utf8_lines(buffered_read):
+    @functools.wraps(buffered_read)
+    def wrapper(input, buffer_size):
+        buffer = []
+        try:
+            for _, text in iter_lines(input, name="standard input" if input == "-" else input):
+                buffer.append(text.strip())
+                if len(buffer) >= buffer_size:
+                    yield buffer
+                    buffer = []
+        except DataError as e:
+            raise UserError(f"{e}: fairseq-interactive reads UTF-8 text, one sentence a line "
+                            "(the lines before it were translated)") from e
+        if buffer:
+            yield buffer
+
+    return wrapper
+
+
 def _no_soft_alignment(main):
     @functools.wraps(main)
     def wrapper(cfg, *args, **kwargs):
@@ -99,11 +178,20 @@ def _no_soft_alignment(main):
 
 
 def patch_data_directories():
-    """``infer_language_pair``, ``Dictionary.add_from_file``, ``load_langpair_dataset``: a
-    missing, empty or wrong data directory, dictionary or split is one line."""
+    """``infer_language_pair``, ``Dictionary.add_from_file``, ``load_langpair_dataset``,
+    ``load_indexed_dataset``: a missing, empty or wrong data directory, dictionary or split,
+    and a binarized split cut short, are one line."""
     wrap_once(data_utils, "infer_language_pair", _checked_data_dir)
     wrap_once(Dictionary, "add_from_file", _named_missing_dictionary)
     wrap_once(translation, "load_langpair_dataset", _named_missing_split)
+    wrap_once(data_utils, "load_indexed_dataset", _checked_binarized)
+
+
+def patch_interactive_input():
+    """fairseq-interactive's ``buffered_read``: lines decoded as UTF-8 whatever the locale;
+    a line that is not is one error naming it."""
+    for module in fairseq_cli_modules("interactive"):
+        wrap_once(module, "buffered_read", _utf8_lines)
 
 
 def patch_interactive_soft_alignment():

@@ -11,6 +11,11 @@ What fairseq does with them, and what we change:
   weights keyed by ``torch.cuda.current_device()``, which fails on a machine
   without CUDA. On the CPU we use fairseq's unflattened master copies
   (``--fp16-no-flatten-grads``, what ``--bf16`` uses everywhere).
+* ``--fp16`` on the CPU dies at the first gradient overflow: the trainer's handler sets
+  ``grad_norm = torch.tensor(0.0).cuda()`` (``Trainer.train_step``), which on a torch
+  without CUDA raises ``Torch not compiled with CUDA enabled``. On the CPU, ``.cuda()``
+  inside a training step now leaves the tensor where it is: the step is skipped and the
+  loss scale lowered, as on a GPU.
 * ``--amp`` autocasts with ``torch.cuda.amp.autocast``, which does nothing
   on the CPU: the run silently trains in float32. On the CPU we autocast the
   forward pass (the criterion call, as fairseq does on CUDA) to bfloat16,
@@ -31,6 +36,7 @@ Each change is logged. On a CPU without native bfloat16/float16 arithmetic
 (AVX2 only, like the test machine's) these flags only check that a GPU recipe
 runs; their speed on CPUs with native support is not measured here.
 """
+import contextlib
 import contextvars
 import functools
 import logging
@@ -40,6 +46,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.models import BaseFairseqModel
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import FairseqTask
+from fairseq.trainer import Trainer
 from omegaconf import DictConfig
 
 from .patching import fairseq_cli_modules, runs_on_cpu, wrap_once
@@ -98,6 +105,28 @@ def _amp_on_cpu(train_step):
         if isinstance(optimizer, AMPOptimizer) and _on_cpu(model):
             criterion = _AutocastCPU(criterion)
         return train_step(self, sample, model, criterion, optimizer, *args, **kwargs)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def _cuda_stays_on_cpu():
+    """``Tensor.cuda()`` returns the tensor itself while the block runs."""
+    cuda = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = cuda
+
+
+def _overflow_on_cpu(train_step):
+    @functools.wraps(train_step)
+    def wrapper(self, *args, **kwargs):
+        if not runs_on_cpu(self.cfg):
+            return train_step(self, *args, **kwargs)
+        with _cuda_stays_on_cpu():  # fairseq's overflow handler: torch.tensor(0.0).cuda()
+            return train_step(self, *args, **kwargs)
 
     return wrapper
 
@@ -176,8 +205,10 @@ def _amp_for_generation(inference_step):
 
 def patch_training_precision():
     """``call_main`` makes the flags runnable; ``FairseqTask.train_step`` autocasts on the CPU
-    under ``--amp``; ``AMPOptimizer.__init__`` takes no CUDA gradient scaler on the CPU."""
+    under ``--amp``; ``AMPOptimizer.__init__`` takes no CUDA gradient scaler on the CPU;
+    ``Trainer.train_step`` survives a gradient overflow on the CPU."""
     wrap_once(distributed_utils, "call_main", _fixing_precision)
+    wrap_once(Trainer, "train_step", _overflow_on_cpu)
     wrap_once(FairseqTask, "train_step", _amp_on_cpu)
     wrap_once(AMPOptimizer, "__init__", _no_cuda_scaler_on_cpu)
 

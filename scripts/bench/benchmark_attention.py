@@ -161,7 +161,8 @@ def main(argv=None):
                 (("step", step), ("train", train), ("gen", gen))}
         for name in systems:
             st, tr = statistics.median(step[name]), statistics.median(train[name])
-            row = f"| {srclen} | {name} | {st * 1e3:.2f} | {st / base['step']:.2f} | {tr * 1e3:.1f} | {tr / base['train']:.2f} |"
+            row = (f"| {srclen} | {name} | {st * 1e3:.2f} | {st / base['step']:.2f} | {tr * 1e3:.1f} "
+                   f"| {tr / base['train']:.2f} |")
             if gen[name]:
                 ge = statistics.median(gen[name])
                 row += f" {ge:.3f} | {ge / base['gen']:.2f} |"

@@ -17,7 +17,8 @@ On real data (Multi30k En-De, SentencePiece 8K joint vocabulary, shared embeddin
 for fairseq ``lstm`` (the reference: Luong global-general attention with input
 feeding), ``luong_global_general`` (same sizes), the same without input feeding and
 ``luong_localp``, ``rnnsearch`` (one bidirectional GRU layer; its ratio is to fairseq's
-``lstm`` with one bidirectional encoder layer and one decoder layer, ``lstm_bi1``), and upper bounds from ``speed_bounds.py`` (``bound_feed``: a training
+``lstm`` with one bidirectional encoder layer and one decoder layer, ``lstm_bi1``), and
+upper bounds from ``speed_bounds.py`` (``bound_feed``: a training
 step or beam step costing only the encoder, the output layer, the search and the GEMMs
 the recurrence forces; ``bound_no_feed``: the same training without input feeding;
 ``bound_free_decoder``: beam search with a decoder that costs nothing): their ratio is
@@ -407,7 +408,8 @@ def main(argv=None):
                               f"{med(gen[name], 'peak_mb'):.0f}")
             else:
                 generation = "(same model) | | | "
-            loss = "(bound)" if name in BOUNDS else {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[base_name(name)][2]]
+            loss = ("(bound)" if name in BOUNDS
+                    else {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[base_name(name)][2]])
             print(f"| {size} | {name} | {loss} | {training} | {generation} |", flush=True)
     print(f"# GEMM peak, best seen: {peak:.0f} GFLOP/s")
 

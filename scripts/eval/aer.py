@@ -126,8 +126,11 @@ def main(argv=None):
         test = read_link_file(args.test, args.test_index, args.swap_test, "--test-index")
     except (AlignmentError, DataError) as err:
         raise SystemExit(f"error: {err}")
+    if not gold.sentences:
+        raise SystemExit(f"error: {args.gold} is empty: no gold alignment to score against")
     if len(gold.sentences) != len(test.sentences):
-        raise SystemExit(f"error: {args.gold} has {len(gold.sentences)} lines but {args.test} has {len(test.sentences)}")
+        raise SystemExit(f"error: {args.gold} has {len(gold.sentences)} lines but {args.test} has "
+                         f"{len(test.sentences)}")
     if bool(args.first_text) != bool(args.second_text):
         raise SystemExit("error: give both --first-text and --second-text (or neither)")
     gold_links, dropped = gold.sentences, 0

@@ -48,6 +48,8 @@ def main(argv=None):
     from fairseq_luong.analysis.text_files import named_files
 
     sources, references = read_lines(args.source), read_lines(args.reference)
+    if not sources:
+        raise SystemExit(f"error: {args.source} is empty: no sentence to group and score")
     if len(sources) != len(references):
         raise SystemExit(f"error: {args.source} has {len(sources)} lines but {args.reference} has {len(references)}")
     try:

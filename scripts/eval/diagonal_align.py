@@ -35,6 +35,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     src = [len(line.split()) for line in read_lines(args.source)]
     tgt = [len(line.split()) for line in read_lines(args.target)]
+    if not src:
+        raise SystemExit(f"error: {args.source} is empty: no sentence to align")
     if len(src) != len(tgt):
         raise SystemExit(f"error: {args.source} has {len(src)} lines but {args.target} has {len(tgt)}")
     n_links = 0

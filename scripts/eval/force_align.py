@@ -44,6 +44,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     src_lines, tgt_lines = read_lines(args.source), read_lines(args.target)
+    if not src_lines:
+        raise SystemExit(f"error: {args.source} is empty: no sentence to align")
     if len(src_lines) != len(tgt_lines):
         raise SystemExit(f"error: {args.source} has {len(src_lines)} lines but {args.target} has {len(tgt_lines)}")
     from fairseq_luong.analysis.segmentation import Segmenter

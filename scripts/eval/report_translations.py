@@ -87,7 +87,8 @@ def main(argv=None):
         e = entries[i]
         print(f"\n  source     : {e.source or ''}\n  reference  : {ref}\n  translation: {getattr(e, scored)}")
         if e.alignment is not None:
-            print(f"  alignment  : {e.alignment}\n  (hyp<-src) : {show_alignment(e.source or '', e.hypothesis, e.alignment)}")
+            shown = show_alignment(e.source or "", e.hypothesis, e.alignment)
+            print(f"  alignment  : {e.alignment}\n  (hyp<-src) : {shown}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 import fairseq_luong  # noqa: F401  (checkpoint allowlist, clear load errors)
 from fairseq import checkpoint_utils
+from fairseq_luong.errors import UserError
 
 PATTERNS = {
     "update": re.compile(r"^checkpoint_\d+_(\d+)\.pt$"),
@@ -109,7 +110,13 @@ def main(argv=None):
             if not os.path.isfile(path):
                 raise SystemExit(f"error: {path}: no such checkpoint file")
     state = average(paths)
-    checkpoint_utils.torch_persistent_save(state, args.output)
+    try:  # the plugin's save: a whole file or none (fairseq_patches/long_runs.py)
+        checkpoint_utils.torch_persistent_save(state, args.output)
+    except (UserError, OSError) as err:
+        cause = err.__cause__ if isinstance(err, UserError) and err.__cause__ is not None else err
+        raise SystemExit(f"error: cannot write {args.output}: {getattr(cause, 'strerror', None) or cause}; nothing "
+                         "half-written is left and the checkpoints averaged are unchanged: free space (or give "
+                         "another --output) and run the same command again")
     print(f"averaged {len(paths)} checkpoints -> {args.output}: {' '.join(map(os.path.basename, paths))}",
           file=sys.stderr)
 

@@ -7,10 +7,9 @@ PyTorch's meta device: the parameters are counted, no memory is taken.
 import os
 import shlex
 import shutil
-import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLUGIN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the fairseq_luong folder: --user-dir
 GB = 1e9
 
 
@@ -32,7 +31,6 @@ def count_parameters(models, src_vocab, tgt_vocab, joined=False, src="en", tgt="
     logging.disable(logging.INFO)  # fairseq's INFO lines would bury the plan
     import torch
 
-    sys.path.insert(0, REPO)
     import fairseq_luong  # noqa: F401  (the archs)
     from fairseq import options, tasks
     from fairseq.data import Dictionary
@@ -48,7 +46,7 @@ def count_parameters(models, src_vocab, tgt_vocab, joined=False, src="en", tgt="
             words = [w for w in shlex.split(args) if w]
             words = drop_options(words, {"--distributed-world-size", "--task", "--fp16", "--bf16", "--amp"})
             parser = options.get_training_parser()
-            parsed = options.parse_args_and_arch(parser, [d, "--user-dir", os.path.join(REPO, "fairseq_luong"),
+            parsed = options.parse_args_and_arch(parser, [d, "--user-dir", PLUGIN,
                                                           "-s", src, "-t", tgt, "--task", task, "--cpu"] + words)
             t = tasks.setup_task(parsed)
             with torch.device("meta"):
@@ -111,7 +109,6 @@ def binarized_sizes(prefix):
     """(sentences, tokens without EOS) of a fairseq binarized split (PREFIX.idx/.bin), or None."""
     if not os.path.exists(prefix + ".idx"):
         return None
-    sys.path.insert(0, REPO)
     from fairseq.data import data_utils
 
     dataset = data_utils.load_indexed_dataset(prefix, None, "mmap")

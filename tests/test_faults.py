@@ -1,0 +1,271 @@
+"""Faults of long runs and at fairseq's edges (fairseq_patches/long_runs.py,
+checkpoint_identity.py, option_checks.py, input_errors.py, precision.py, batching.py):
+each a clear error naming the file, flag or value, nothing lost, nothing silent.
+
+fairseq runs in this process (tests.helpers.fairseq_cli) wherever the process itself is
+not what is tested: an error arrives as the exception the terminal shows as one line.
+"""
+import errno
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fairseq_luong.errors import ConfigError, UserError
+from tests.helpers import REPO, USER_DIR, fairseq_cli
+
+TRAIN = ["--user-dir", USER_DIR, "--arch", "luong_tiny", "--optimizer", "adam", "--lr", "0.005",
+         "--max-tokens", "1000", "--no-progress-bar", "--log-format", "simple", "--log-interval", "1",
+         "--num-workers", "0", "--no-epoch-checkpoints"]
+
+
+def train(data, save_dir, *extra):
+    return fairseq_cli("train", [data, *TRAIN, "--save-dir", save_dir, *extra])
+
+
+def sha(path):
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def trained(data_bin, tmp_path_factory):
+    """luong_tiny trained 2 updates on the number corpus (en->de, joined dictionary)."""
+    save = tmp_path_factory.mktemp("trained") / "ckpt"
+    train(data_bin / "bin", save, "--max-update", "2")
+    return save / "checkpoint_last.pt"
+
+
+# ------------------------------------------------------------------ fp16 on the CPU
+def test_fp16_on_the_cpu_trains_through_an_overflow_and_lowers_the_loss_scale(data_bin, tmp_path, one_thread):
+    """fairseq's overflow handler calls .cuda(): on a torch without CUDA the stand-in of the
+    GPU's fp16 path died at its first overflow. A loss scale of 2^20 overflows float16 at once."""
+    _, log = train(data_bin / "bin", tmp_path / "ckpt", "--fp16", "--memory-efficient-fp16", "--cpu",
+                   "--fp16-init-scale", str(2 ** 20), "--max-update", "6")
+    assert "gradient overflow detected, ignoring gradient, setting loss scale to: 524288.0" in log
+    scales = [float(x) for x in re.findall(r"loss_scale=([\d.]+)", log)]
+    assert scales and max(scales) < 2 ** 20
+    assert "num_updates=6" in log and (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
+
+
+def test_a_diverging_run_ends_in_one_line_naming_the_last_checkpoint(data_bin, tmp_path, one_thread):
+    with pytest.raises(UserError, match=r"training diverged: Minimum loss scale reached \(65536.0\).*; no checkpoint "
+                                        r"was saved in .* yet: train again with a lower --lr"):
+        train(data_bin / "bin", tmp_path / "ckpt", "--fp16", "--memory-efficient-fp16", "--cpu",
+              "--fp16-init-scale", str(2 ** 20), "--min-loss-scale", "65536", "--max-update", "6")
+
+
+# ------------------------------------------------------------------ saving
+@pytest.mark.parametrize("fails", ["torch.save", "the copy to checkpoint_last.pt"])
+def test_a_full_disk_while_saving_keeps_the_last_checkpoint_and_leaves_no_tmp(data_bin, tmp_path, monkeypatch,
+                                                                              fails, one_thread):
+    """The first save of a resumed run fails half-way (ENOSPC): the checkpoint saved before is
+    byte for byte what it was, no .tmp is left, and the line says how to go on."""
+    save = tmp_path / "ckpt"
+    train(data_bin / "bin", save, "--max-update", "2")
+    before = sha(save / "checkpoint_last.pt")
+
+    def full(*args, **kwargs):
+        dst = args[1]
+        with open(dst, "wb") as f:  # half a file, then the disk is full
+            f.write(b"x" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if fails == "torch.save":
+        monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: full(None, f.name))
+    else:
+        monkeypatch.setattr(shutil, "copyfile", full)
+    with pytest.raises(UserError, match=r"cannot write checkpoint .*: No space left on device; nothing half-written "
+                                        r"is left, and .* keeps the checkpoints saved before \(.*checkpoint_last.pt"
+                                        r"\): free space \(or give another --save-dir\), then run the same command to "
+                                        r"resume from checkpoint_last.pt"):
+        train(data_bin / "bin", save, "--max-update", "8")
+    assert sha(save / "checkpoint_last.pt") == before
+    assert not list(save.glob("*.tmp"))
+
+
+def test_averaging_onto_a_full_disk_leaves_nothing_half_written(trained, tmp_path, monkeypatch):
+    import runpy
+
+    def full(obj, f, *args, **kwargs):
+        f.write(b"x" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    monkeypatch.setattr(sys, "argv", ["average_checkpoints.py", "--inputs", str(trained), str(trained),
+                                      "--output", str(tmp_path / "avg.pt")])
+    with pytest.raises(SystemExit, match=r"error: cannot write .*avg.pt: No space left on device; nothing "
+                                         r"half-written is left"):
+        runpy.run_path(str(REPO / "scripts" / "train" / "average_checkpoints.py"), run_name="__main__")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ the save-dir
+def test_save_dir_in_use_is_refused_and_a_killed_holder_leaves_no_lock(data_bin, tmp_path, one_thread):
+    from fairseq_luong.fairseq_patches.long_runs import LOCK_NAME, SaveDirLock
+
+    save = tmp_path / "ckpt"
+    with SaveDirLock(str(save)):  # another training holds it
+        with pytest.raises(UserError, match=rf"--save-dir {save} is in use by another training \(pid {os.getpid()} "
+                                            r"on .*\): its checkpoints would overwrite each other"):
+            train(data_bin / "bin", save, "--max-update", "1")
+    # a holder killed with SIGKILL: the lock goes with it
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(120)",
+                               str(save / LOCK_NAME)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(UserError, match="is in use by another training"):
+        train(data_bin / "bin", save, "--max-update", "1")
+    holder.kill()
+    holder.wait()
+    train(data_bin / "bin", save, "--max-update", "1")
+    assert (save / "checkpoint_last.pt").exists()
+
+
+def test_save_dir_that_is_a_file_is_refused_before_any_work(data_bin, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError, match=r"--save-dir .*afile is a file, not a folder"):
+        train(data_bin / "bin", tmp_path / "afile", "--max-update", "1")
+
+
+def test_a_restore_file_that_is_not_there_is_refused_not_trained_from_scratch(data_bin, trained, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=r"--restore-file checkpoint_last2.pt: no such checkpoint \(fairseq would "
+                                        r"train from scratch\)$"):
+        train(data_bin / "bin", trained.parent, "--max-update", "4", "--restore-file", "checkpoint_last2.pt")
+    with pytest.raises(UserError, match=rf"--restore-file checkpoint_best.pt: no such checkpoint .*; "
+                                        rf"{trained.parent}/checkpoint_best.pt exists: fairseq reads --restore-file "
+                                        "from the current folder"):
+        train(data_bin / "bin", tmp_path / "new", "--max-update", "4", "--restore-file", "checkpoint_best.pt",
+              "--save-dir", trained.parent)
+
+
+def test_resuming_into_a_save_dir_of_another_architecture_names_both(data_bin, trained, tmp_path):
+    save = tmp_path / "ckpt"
+    shutil.copytree(trained.parent, save)
+    (save / ".fairseq_luong.lock").unlink(missing_ok=True)
+    args = [a if a != "luong_tiny" else "rnnsearch_tiny" for a in TRAIN]
+    with pytest.raises(UserError, match=r"checkpoint_last.pt holds a luong_tiny model, and this command trains "
+                                        r"rnnsearch_tiny: give another --save-dir \(or --restore-file\)"):
+        fairseq_cli("train", [data_bin / "bin", *args, "--save-dir", save, "--max-update", "4"])
+    with pytest.raises(UserError, match=r"holds a luong_tiny whose parameters differ from this command's \(Missing "
+                                        r"key\(s\) in state_dict: .*\): give another --save-dir .* give the options"):
+        train(data_bin / "bin", save, "--max-update", "4", "--encoder-hidden-size", "24")
+
+
+# ------------------------------------------------------------------ option values
+GENERATE = ["--user-dir", USER_DIR, "--batch-size", "8", "--max-len-b", "5"]
+
+
+@pytest.mark.parametrize("command,words,message", [
+    ("train", ["--dropout", "1.5"], "--dropout 1.5: give a probability from 0 up to (not including) 1"),
+    ("train", ["--encoder-memory-dropout", "-0.1"], "--encoder-memory-dropout -0.1: give a probability"),
+    ("generate", ["--beam", "0"], "--beam 0: give a beam of at least 1"),
+    ("generate", ["--beam", "2", "--nbest", "5"],
+     "--nbest 5 is more than --beam 2: beam search keeps 2 hypotheses; give --beam 5 or more"),
+    ("interactive", ["--batch-size", "5", "--buffer-size", "2"],
+     "--batch-size 5 is more than the 2 line(s) fairseq-interactive reads at a time (--buffer-size 2)"),
+    ("interactive", ["--batch-size", "3"], "--batch-size 3 is more than the 1 line(s) fairseq-interactive reads at a "
+                                           "time (--buffer-size not given): give --buffer-size 3 or more"),
+])
+def test_option_values_fairseq_would_crash_on_are_refused_before_any_work(data_bin, trained, tmp_path, command,
+                                                                          words, message):
+    if command == "train":
+        argv = [data_bin / "bin", *TRAIN, "--save-dir", tmp_path / "ckpt", "--max-update", "1", *words]
+    else:
+        argv = [data_bin / "bin", *GENERATE, "--path", trained, *words]
+    with pytest.raises(ConfigError) as err:
+        fairseq_cli(command, argv)
+    assert str(err.value).startswith(message)
+    assert not (tmp_path / "ckpt").exists()  # nothing ran
+
+
+def test_a_sentence_longer_than_max_tokens_is_named_with_the_value_to_give(data_bin, tmp_path):
+    with pytest.raises(UserError, match=r"--max-tokens 5 is smaller than sentence \d+ of this split \((\d+) tokens, "
+                                        r"end of sentence included\): give --max-tokens \1 or more"):
+        train(data_bin / "bin", tmp_path / "ckpt", "--max-update", "1", "--max-tokens", "5")
+
+
+# ------------------------------------------------------------------ data files
+@pytest.mark.parametrize("cut", ["train.en-de.en.bin", "train.en-de.de.idx", "valid.en-de.de.idx:10"])
+def test_a_binarized_split_cut_short_is_named_when_it_is_loaded(data_bin, tmp_path, cut):
+    data = tmp_path / "bin"
+    shutil.copytree(data_bin / "bin", data)
+    name, _, size = cut.partition(":")
+    path = data / name
+    os.truncate(path, int(size) if size else path.stat().st_size - 30)
+    want = {"train.en-de.en.bin": rf"{path} is cut short: its index .*train.en-de.en.idx puts \d[\d,]* sentences in "
+                                  r"[\d,]+ bytes, the file has [\d,]+ bytes",
+            "train.en-de.de.idx": rf"{path} is cut short: its header promises [\d,]+ sentences \([\d,]+ bytes\), the "
+                                  r"file has [\d,]+ bytes",
+            "valid.en-de.de.idx": rf"{path} holds 10 bytes, not even the 26-byte header"}[name]
+    with pytest.raises(UserError, match=want + ": the copy or fairseq-preprocess that made it was cut short"):
+        train(data, tmp_path / "ckpt", "--max-update", "1")
+
+
+# ------------------------------------------------------------------ nothing silent
+def test_a_checkpoint_run_in_the_other_direction_is_refused(data_bin, trained):
+    """The joined dictionary has one size both ways: fairseq loaded the en->de model for
+    de->en and translated garbage with exit status 0."""
+    with pytest.raises(UserError, match=rf"{trained} was trained en->de, and this run translates de->en \(-s/-t, or "
+                                        r"the language pair found in .*\): give -s en -t de"):
+        fairseq_cli("generate", [data_bin / "bin", *GENERATE, "--path", trained, "-s", "de", "-t", "en"])
+
+
+def test_a_data_folder_binarized_with_another_dictionary_is_refused(data_bin, trained, tmp_path):
+    """The same symbols in another order: same sizes, other token ids."""
+    words = (data_bin / "bin" / "dict.en.txt").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "dict.txt").write_text("\n".join(reversed(words)) + "\n", encoding="utf-8")
+    fairseq_cli("preprocess", ["-s", "en", "-t", "de", "--testpref", data_bin / "raw" / "test", "--destdir",
+                               tmp_path / "bin", "--srcdict", tmp_path / "dict.txt", "--tgtdict",
+                               tmp_path / "dict.txt", "--workers", "1"])
+    with pytest.raises(UserError, match=rf"{trained} was trained with another source dictionary than "
+                                        rf"{tmp_path / 'bin'}/dict.en.txt \(\d+ symbols then, \d+ now, or the same "
+                                        r"symbols in another order\)"):
+        fairseq_cli("generate", [tmp_path / "bin", *GENERATE, "--path", trained])
+    # the folder it was trained on still translates
+    out, _ = fairseq_cli("generate", [data_bin / "bin", *GENERATE, "--path", trained])
+    assert out.count("\nH-") + out.startswith("H-") >= 1
+
+
+def test_invalid_utf8_on_interactive_input_is_named_by_its_line(data_bin, trained, tmp_path):
+    (tmp_path / "in.txt").write_bytes(b"one two\nthree \xff four\nfive\n")
+    with pytest.raises(UserError, match=rf"{tmp_path / 'in.txt'}:2: not valid UTF-8 \(invalid start byte at byte "
+                                        r"7\): fairseq-interactive reads UTF-8 text"):
+        fairseq_cli("interactive", [data_bin / "bin", "--user-dir", USER_DIR, "--path", trained,
+                                    "--input", tmp_path / "in.txt"])
+
+
+def test_invalid_utf8_on_standard_input_is_one_line_in_any_locale(data_bin, trained):
+    """The process is the subject: its locale decides how Python decodes stdin."""
+    for lang in ("C.UTF-8", "en_US.UTF-8"):
+        env = dict(os.environ, LANG=lang, LC_ALL=lang, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-interactive"),
+                               str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", str(trained)],
+                              input=b"one two\nthree \xff four\n", capture_output=True, env=env)
+        err = proc.stderr.decode("utf-8", "replace")
+        assert proc.returncode == 1 and "Traceback" not in err, (lang, err[-2000:])
+        assert err.strip().splitlines()[-1] == ("fairseq-interactive: error: standard input:2: not valid UTF-8 "
+                                                "(invalid start byte at byte 7): fairseq-interactive reads UTF-8 "
+                                                "text, one sentence a line (the lines before it were translated)")
+        assert "H-0\t" in proc.stdout.decode()  # the first line was translated
+
+
+@pytest.mark.parametrize("script,args,message", [
+    ("aer.py", ["EMPTY", "EMPTY"], "error: EMPTY is empty: no gold alignment to score against"),
+    ("bleu_by_length.py", ["--source", "EMPTY", "--reference", "EMPTY", "--png", "OUT.png", "EMPTY"],
+     "error: EMPTY is empty: no sentence to group and score"),
+    ("diagonal_align.py", ["--source", "EMPTY", "--target", "EMPTY"], "error: EMPTY is empty: no sentence to align"),
+])
+def test_analysis_scripts_refuse_an_empty_input(tmp_path, script, args, message):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    args = [a.replace("EMPTY", str(empty)).replace("OUT", str(tmp_path / "out")) for a in args]
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "eval" / script), *args], capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 1 and proc.stderr.strip() == message.replace("EMPTY", str(empty))
