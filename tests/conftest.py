@@ -16,11 +16,29 @@ if "OMP_NUM_THREADS" not in os.environ:  # test.sh sets 1: two pytest-xdist proc
 LONG_FIRST = ["test_learning.py", "test_in_form.py", "test_recipes.py", "test_perspe_e2e.py"]
 
 
+# The full tier (`bash test.sh --all`, CI): what trains for minutes or runs a recipe's bash
+# end to end: the learning tests, the perSPE recipe, and every test that needs a fixture which
+# runs a recipe (the WMT'14 rehearsal, the Multi30k recipe, the in-form study, the GPU
+# stand-ins through the WMT'14 recipe). `bash test.sh` runs the rest (-m "not full").
+FULL_FILES = {"test_learning.py", "test_perspe_e2e.py"}
+FULL_FIXTURES = {("test_recipes.py", "rehearsal"), ("test_recipes.py", "stanford"), ("test_recipes.py", "multi30k"),
+                 ("test_in_form.py", "work"), ("test_gpu_paths.py", "release")}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "full: the full tier only (bash test.sh --all): minutes of training or a "
+                                       "recipe run end to end")
+
+
 def pytest_collection_modifyitems(session, config, items):
     def rank(item):
         name = item.path.name
         return LONG_FIRST.index(name) if name in LONG_FIRST else len(LONG_FIRST)
 
+    for item in items:
+        name = item.path.name
+        if name in FULL_FILES or any((name, f) in FULL_FIXTURES for f in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.full)
     items.sort(key=rank)  # stable: the order inside a file is kept
 
 

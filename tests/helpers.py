@@ -124,7 +124,12 @@ def fairseq_cli(name, argv, stdin=None):
     import io
     import logging
 
+    from fairseq import checkpoint_utils
+
     module = importlib.import_module(f"fairseq_cli.{name}")
+    if hasattr(checkpoint_utils.save_checkpoint, "best"):
+        # fairseq keeps the best validation loss on the function: a fresh process starts without
+        del checkpoint_utils.save_checkpoint.best
     out, log = io.StringIO(), io.StringIO()
     handler = logging.StreamHandler(log)
     handler.setFormatter(logging.Formatter("%(levelname)s | %(name)s | %(message)s"))
@@ -143,6 +148,28 @@ def fairseq_cli(name, argv, stdin=None):
         root.removeHandler(handler)
         root.setLevel(level)
     return out.getvalue(), log.getvalue()
+
+
+def cli(name, argv, input=None):
+    """fairseq-NAME in this process (fairseq_cli), with what a finished process gives: its
+    ``stdout`` (what it printed) and ``stderr`` (what it logged)."""
+    import types
+
+    out, log = fairseq_cli(name, argv, stdin=input)
+    return types.SimpleNamespace(stdout=out, stderr=log, returncode=0)
+
+
+def cli_error(name, argv, input=None):
+    """The one line fairseq-NAME prints for the error it stops with ("fairseq-NAME: error:
+    MESSAGE", the excepthook's form for a UserError; tests/test_cli.py checks that form once
+    on a real process)."""
+    from fairseq_luong.errors import UserError
+
+    try:
+        fairseq_cli(name, argv, stdin=input)
+    except UserError as err:
+        return f"fairseq-{name}: error: {err}"
+    raise AssertionError(f"fairseq-{name} {' '.join(map(str, argv))} did not stop with an error")
 
 
 def bin_path(name):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.helpers import LUONG_ARCHS, REPO, USER_DIR, bin_path, error_line, run
+from tests.helpers import LUONG_ARCHS, REPO, USER_DIR, bin_path, cli, cli_error, error_line, run
 
 TINY = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16",
         "--decoder-embed-dim", "16", "--decoder-hidden-size", "16", "--location-max-len", "40"]
@@ -24,10 +24,10 @@ _TRAINED = {}
 
 def train(data_bin, arch, updates=4, save_dir=None, extra=()):
     save_dir = save_dir or data_bin / f"ckpt_{arch}"
-    proc = run([bin_path("fairseq-train"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                "--arch", arch, *(RNNSEARCH_TINY if arch.startswith("rnnsearch") else TINY), *TRAIN,
-                "--max-update", str(updates),
-                "--save-dir", str(save_dir), *extra])
+    proc = cli("train", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                         "--arch", arch, *(RNNSEARCH_TINY if arch.startswith("rnnsearch") else TINY), *TRAIN,
+                         "--max-update", str(updates),
+                         "--save-dir", str(save_dir), *extra])
     return save_dir / "checkpoint_last.pt", proc
 
 
@@ -55,15 +55,15 @@ def check_generate_output(out, n_sentences, alignments=True):
 def test_train_generate_interactive(data_bin, arch):
     ckpt = trained(data_bin, arch)
     align = [] if arch == "luong_base" else ["--print-alignment"]
-    gen = run([bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-               "--path", str(ckpt), "--beam", "3", "--batch-size", "5", *align, "--max-len-b", "20"])
+    gen = cli("generate", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                           "--path", str(ckpt), "--beam", "3", "--batch-size", "5", *align, "--max-len-b", "20"])
     # all 12 test sentences, although 12 is no multiple of 8 (fairseq issue #5036)
     check_generate_output(gen.stdout, 12, alignments=bool(align))
     # --replace-unk for every arch with attention (zebras is outside the vocabulary)
     replace = ["--replace-unk"] if align else []
-    inter = run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                 "--path", str(ckpt), "-s", "en", "-t", "de", "--beam", "3", *align, *replace,
-                 "--max-len-b", "20", "--buffer-size", "2"],
+    inter = cli("interactive", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                                "--path", str(ckpt), "-s", "en", "-t", "de", "--beam", "3", *align, *replace,
+                                "--max-len-b", "20", "--buffer-size", "2"],
                 input="twenty one zebras\nfour hundred\n\n")
     hyps = re.findall(r"^H-\d+\t\S+\t(.*)$", inter.stdout, re.M)
     assert len(hyps) == 3
@@ -73,9 +73,9 @@ def test_train_generate_interactive(data_bin, arch):
 
 @pytest.mark.parametrize("flag", ["--print-alignment", "--replace-unk"])
 def test_alignment_without_attention_is_a_clear_error(data_bin, flag):
-    err = error_line([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                      "--path", str(trained(data_bin, "luong_base")), "-s", "en", "-t", "de", flag],
-                     input="twenty one\n")
+    err = cli_error("interactive", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                                    "--path", str(trained(data_bin, "luong_base")), "-s", "en", "-t", "de", flag],
+                    input="twenty one\n")
     assert err == ("fairseq-interactive: error: this model has no attention (--no-attention / luong_base), so "
                    "it has no alignments: drop --print-alignment and --replace-unk")
 
@@ -90,8 +90,8 @@ def test_relative_user_dir_from_repository_root(data_bin):
 @pytest.mark.parametrize("archs", [("luong_localp", "luong_global_dot"), ("rnnsearch_tiny", "luong_localp")])
 def test_ensemble_of_two_different_archs_decodes(data_bin, archs):
     paths = ":".join(str(trained(data_bin, a)) for a in archs)
-    proc = run([bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                "--path", paths, "--beam", "3", "--print-alignment", "--max-len-b", "20"])
+    proc = cli("generate", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                            "--path", paths, "--beam", "3", "--print-alignment", "--max-len-b", "20"])
     check_generate_output(proc.stdout, 12)
 
 
@@ -114,9 +114,9 @@ def test_fused_criterion_trains_like_fairseqs(data_bin, tmp_path, arch):
                              ("fused_label_smoothed_cross_entropy", ["--loss-chunk-tokens", "100"])):
         flags = [criterion if f == "label_smoothed_cross_entropy" else f for f in TRAIN
                  if f != "--disable-validation"]
-        proc = run([bin_path("fairseq-train"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                    "--arch", arch, *sizes, *flags, *extra, "--max-update", "5",
-                    "--save-dir", str(tmp_path / criterion)])
+        proc = cli("train", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                             "--arch", arch, *sizes, *flags, *extra, "--max-update", "5",
+                             "--save-dir", str(tmp_path / criterion)])
         log = proc.stdout + proc.stderr
         updates = re.findall(r"train_inner .* loss=([0-9.]+), nll_loss=([0-9.]+).* gnorm=([0-9.]+)", log)
         valid = re.findall(r"valid on 'valid' subset \| loss ([0-9.]+) \| nll_loss ([0-9.]+)", log)
@@ -130,8 +130,8 @@ def test_fused_criterion_trains_like_fairseqs(data_bin, tmp_path, arch):
 def test_corrupt_checkpoint_is_one_line_without_traceback(data_bin, tmp_path):
     bad = tmp_path / "checkpoint_last.pt"
     bad.write_bytes(trained(data_bin, "luong_tiny").read_bytes()[:5000])
-    err = error_line([bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                      "--path", str(bad), "--beam", "2"])
+    err = cli_error("generate", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                                 "--path", str(bad), "--beam", "2"])
     assert err.startswith(f"fairseq-generate: error: cannot load checkpoint {bad}")
     assert "truncated or corrupt" in err
 
@@ -163,15 +163,20 @@ def test_model_overrides_that_cannot_apply_are_refused(data_bin):
     assert cfg.model.dropout == 0.5 and models[0].decoder.dropout_out.p == 0.5
 
 
+def interactive_long(data_bin, lines):
+    return cli("interactive", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                               "--path", str(trained(data_bin, "luong_global_general")), "-s", "en", "-t", "de",
+                               "--beam", "2", "--buffer-size", "2", "--batch-size", "2",
+                               "--min-len", "3", "--max-len-b", "3"], input="\n".join(lines) + "\n")
+
+
 def test_interactive_cuts_an_over_long_line_and_translates_the_rest(data_bin):
     """A 1,100-word line (the model takes 1,024 positions) used to end the session with
     'Size of sample #1 is invalid' and lose the lines after it; a translation that reaches
     fairseq's length limit is reported instead of cut silently."""
     lines = ["twenty one cats", " ".join(["one"] * 1100), "four hundred", "seven"]
-    proc = run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                "--path", str(trained(data_bin, "luong_global_general")), "-s", "en", "-t", "de",
-                "--beam", "2", "--buffer-size", "2", "--batch-size", "2",
-                "--min-len", "3", "--max-len-b", "3"], input="\n".join(lines) + "\n")
+    for _ in range(2):  # a second run in the same process counts its lines from 1 again
+        proc = interactive_long(data_bin, lines)
     hyps = re.findall(r"^H-(\d+)\t\S+\t(.*)$", proc.stdout, re.M)
     assert [int(i) for i, _ in hyps] == [0, 1, 2, 3]
     assert all(len(h.split()) == 3 for _, h in hyps)
@@ -195,8 +200,8 @@ def separate_dictionaries(data_bin):
     """The number corpus binarized with one dictionary per language."""
     dest = data_bin / "bin_separate"
     if not (dest / "dict.de.txt").exists():
-        run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(data_bin / "raw" / "train"),
-             "--destdir", str(dest), "--workers", "1"])
+        cli("preprocess", ["-s", "en", "-t", "de", "--trainpref", str(data_bin / "raw" / "train"),
+                           "--destdir", str(dest), "--workers", "1"])
     return dest
 
 
@@ -215,8 +220,8 @@ def separate_dictionaries(data_bin):
 ])
 def test_options_a_model_cannot_use_are_one_line(data_bin, tmp_path, separate, args, message):
     data = separate_dictionaries(data_bin) if separate else data_bin / "bin"
-    err = error_line([bin_path("fairseq-train"), str(data), "--user-dir", USER_DIR, *TINY, *args, *TRAIN_ONE,
-                      "--save-dir", str(tmp_path / "ckpt")])
+    err = cli_error("train", [str(data), "--user-dir", USER_DIR, *TINY, *args, *TRAIN_ONE,
+                              "--save-dir", str(tmp_path / "ckpt")])
     assert err == f"fairseq-train: error: {message}"
 
 
@@ -244,8 +249,8 @@ def test_data_directory_problems_are_one_line(data_bin, tmp_path, case):
         for lang in ("en", "de"):
             (data / f"dict.{lang}.txt").write_bytes((data_bin / "bin" / f"dict.{lang}.txt").read_bytes())
         langs = ["-s", "en", "-t", "de"]
-    err = error_line([bin_path("fairseq-train"), str(data), *langs, "--user-dir", USER_DIR, "--arch", "luong_tiny",
-                      *TRAIN_ONE, "--save-dir", str(tmp_path / "ckpt")])
+    err = cli_error("train", [str(data), *langs, "--user-dir", USER_DIR, "--arch", "luong_tiny",
+                              *TRAIN_ONE, "--save-dir", str(tmp_path / "ckpt")])
     want = {
         "missing": f"data directory {data} does not exist: give {PREPROCESSED}",
         "empty": f"data directory {data} holds no binarized data (fairseq takes the language pair from file "
@@ -264,16 +269,16 @@ def test_a_path_that_is_not_a_checkpoint_is_one_line(data_bin, tmp_path):
     """fairseq: 'OSError: Model file not found' under a traceback; a directory was called
     'truncated or corrupt (was training killed while saving?)'."""
     ckpt = trained(data_bin, "luong_tiny")  # the only .pt in its folder
-    generate = [bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path"]
+    generate = [str(data_bin / "bin"), "--user-dir", USER_DIR, "--path"]
     writes = ("check --path; fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and checkpointN.pt "
               "into its --save-dir")
-    err = error_line([*generate, str(tmp_path / "nosuch.pt")])
+    err = cli_error("generate", [*generate, str(tmp_path / "nosuch.pt")])
     assert err == (f"fairseq-generate: error: no checkpoint {tmp_path}/nosuch.pt ({tmp_path} holds no .pt file): "
                    f"{writes}")
-    err = error_line([*generate, str(ckpt.parent / "checkpoint_best.pt")])
+    err = cli_error("generate", [*generate, str(ckpt.parent / "checkpoint_best.pt")])
     assert err == (f"fairseq-generate: error: no checkpoint {ckpt.parent}/checkpoint_best.pt ({ckpt.parent} holds "
                    f"checkpoint_last.pt): {writes}")
-    err = error_line([*generate, str(ckpt.parent)])
+    err = cli_error("generate", [*generate, str(ckpt.parent)])
     assert err == (f"fairseq-generate: error: {ckpt.parent} is a directory, not a checkpoint file (it holds "
                    f"checkpoint_last.pt): give a checkpoint in it, e.g. {ckpt}")
 
@@ -294,9 +299,9 @@ def test_attention_tools_refuse_a_model_without_attention_in_one_line(data_bin, 
 def test_a_malformed_replace_unk_dictionary_is_one_line(data_bin, tmp_path):
     bad = tmp_path / "dict.txt"
     bad.write_text("zwanzig twenty\nthree drei extra\n", encoding="utf-8")
-    err = error_line([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR,
-                      "--path", str(trained(data_bin, "luong_tiny")), "-s", "en", "-t", "de",
-                      "--replace-unk", str(bad)], input="twenty one\n")
+    err = cli_error("interactive", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                                    "--path", str(trained(data_bin, "luong_tiny")), "-s", "en", "-t", "de",
+                                    "--replace-unk", str(bad)], input="twenty one\n")
     assert err == (f"fairseq-interactive: error: {bad}:2: --replace-unk dictionary lines are 'source<TAB>target' "
                    "or 'source target', got 'three drei extra'")
 
@@ -327,17 +332,17 @@ def test_generate_and_interactive_translate_in_the_precision_asked(data_bin, fla
     reference's scores (--score-reference: the same tokens whatever the precision) now
     differ from float32's by bfloat16 rounding, and the log says so."""
     ckpt = str(trained(data_bin, "luong_global_general"))
-    score = [bin_path("fairseq-generate"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", ckpt,
+    score = [str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", ckpt,
              "--score-reference", "--batch-size", "4"]
     if "float32" not in _TRAINED:
-        _TRAINED["float32"] = positional_scores(run(score).stdout)
+        _TRAINED["float32"] = positional_scores(cli("generate", score).stdout)
     full = _TRAINED["float32"]
-    proc = run([*score, flag])
+    proc = cli("generate", [*score, flag])
     low = positional_scores(proc.stdout)
     assert said in proc.stderr and len(low) == len(full) == 12
     diffs = [abs(a - b) for i in full for a, b in zip(full[i], low[i])]
     assert len(diffs) == sum(len(p) for p in full.values())
     assert 0 < max(diffs) < 0.05
-    inter = run([bin_path("fairseq-interactive"), str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", ckpt,
-                 "-s", "en", "-t", "de", "--beam", "2", "--max-len-b", "5", flag], input="twenty one\n")
+    inter = cli("interactive", [str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", ckpt,
+                                "-s", "en", "-t", "de", "--beam", "2", "--max-len-b", "5", flag], input="twenty one\n")
     assert said in inter.stderr and re.search(r"^H-0\t", inter.stdout, re.M)

@@ -460,7 +460,8 @@ def test_rehearsal_makes_every_file_of_the_real_run(rehearsal):
     # 8 models, each: last and best checkpoints only, model.pt, its options, code and keys
     for m in ENSEMBLE:
         d = work / "systems" / m
-        assert sorted(p.name for p in (d / "checkpoints").iterdir()) == ["checkpoint_best.pt", "checkpoint_last.pt"], m
+        kept = sorted(p.name for p in (d / "checkpoints").iterdir())
+        assert kept == [".fairseq_luong.lock", "checkpoint_best.pt", "checkpoint_last.pt"], m  # the save-dir lock
         for f in ("trained", "trained.key", "model.pt", "model.pt.key", "options", "code", "code.manifest", "extra",
                   "train.log"):
             assert (d / f).is_file(), (m, f)

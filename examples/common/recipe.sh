@@ -78,9 +78,10 @@ key_of() { printf '%q ' "$@"; }
 
 # --------------------------------------------------------------------------- freshness
 # The files a stamp covers: the regular files under its PATHs (a file: itself), without key
-# files, markers, unfinished outputs and logs (fairseq-preprocess writes its log into the
-# data folder), named relative to their PATH
-_FIND_SKIP=(! -name '*.key' ! -name '.done' ! -name '*.part' ! -name '*.log')
+# files, markers, unfinished outputs, logs (fairseq-preprocess writes its log into the data
+# folder) and the save-dir lock of fairseq-train (fairseq_patches/long_runs.py), named
+# relative to their PATH
+_FIND_SKIP=(! -name '*.key' ! -name '.done' ! -name '*.part' ! -name '*.log' ! -name '.fairseq_luong.lock')
 # _stat PATH...: a hash of the names, sizes and modification times of the files (cheap)
 _stat() {
   local p

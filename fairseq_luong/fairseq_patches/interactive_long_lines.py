@@ -37,12 +37,14 @@ def truncate_long_lines(tokens, lengths, limit, first_line):
 
 
 def _cutting_long_lines(make_batches):
-    lines_seen = [0]
+    seen = {"cfg": None, "lines": 0}  # lines read so far in this run (one run, one cfg object)
 
     @functools.wraps(make_batches)
     def wrapper(lines, cfg, task, max_positions, encode_fn):
-        first_line = lines_seen[0] + 1
-        lines_seen[0] += len(lines)
+        if seen["cfg"] is not cfg:  # a new run in this process (fairseq-interactive's main again)
+            seen.update(cfg=cfg, lines=0)
+        first_line = seen["lines"] + 1
+        seen["lines"] += len(lines)
         limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
         if limit is None:
             yield from make_batches(lines, cfg, task, max_positions, encode_fn)
