@@ -102,4 +102,8 @@ fairseq-generate "$WORK/bin" --user-dir "$REPO/fairseq_luong" --path "$CKPT" \
   || { tail -30 "$WORK/generate.log" >&2; exit 1; }
 # scored against the test set's own target file: fairseq's T- lines have <<unk>> for rare words
 python "$REPO/scripts/eval/report_translations.py" "$WORK/generate.out" --ref "$TESTPREF.$TGT" --examples 3
+if [[ -f "$WORK/raw/lexicon.tsv" && "$TESTPREF" == "$WORK/raw/test" ]]; then  # the synthetic corpus
+  python "$REPO/scripts/eval/lexicon_alignment.py" "$WORK/generate.out" --source "$TESTPREF.$SRC" \
+    --lexicon "$WORK/raw/lexicon.tsv"
+fi
 echo "total wall time: $(( $(date +%s) - T0 )) s ($ABOUT); outputs in $WORK" >&2

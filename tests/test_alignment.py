@@ -251,3 +251,33 @@ def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, pap
         f"force_align.py: 5 sentences, {sum(len(line.split()) for line in lines)} links to stdout: 0-indexed i-j, i "
         f"the source word ({tmp_path / 'src'}), j the target word ({tmp_path / 'tgt'}), one link per target word; "
         f"rows: {rows}; words as in the text, one token each; attention averaged over 2 models")
+
+
+def test_lexicon_alignment_counts_links_to_a_partner(tmp_path):
+    """scripts/eval/lexicon_alignment.py (run.sh's alignment line): each hypothesis word with a
+    lexicon partner is right when its A- link points at that partner; words without one
+    (und) are not counted."""
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    gen = tmp_path / "generate.out"
+    gen.write_text("S-0\ttwenty one cats\nH-0\t-0.1\tein und zwanzig katzen\nD-0\t-0.1\tein und zwanzig katzen\n"
+                   "A-0\t1-0 0-1 0-2 0-3\n"  # ein<-one right, und (not counted), zwanzig<-twenty right, katzen wrong
+                   "S-1\tfour hundred\nH-1\t-0.2\tvier hundert\nA-1\t0-0 0-1\n", encoding="utf-8")  # hundert wrong
+    src = tmp_path / "test.en"
+    src.write_text("twenty one cats\nfour hundred\n", encoding="utf-8")
+    lex = tmp_path / "lexicon.tsv"
+    lex.write_text("ein\tone\nzwanzig\ttwenty\nkatzen\tcats\nvier\tfour\nhundert\thundred\n", encoding="utf-8")
+    tool = [sys.executable, str(REPO / "scripts" / "eval" / "lexicon_alignment.py"), str(gen), "--source", str(src),
+            "--lexicon", str(lex)]
+    proc = subprocess.run(tool, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("alignment: 60.0% of the 5 hypothesis words with a lexicon partner are linked to "
+                                  "it (3; ")
+    assert "most often wrong: katzen<-twenty (1), hundert<-four (1)" in proc.stdout
+    lex.write_text("ein one\n", encoding="utf-8")
+    proc = subprocess.run(tool, capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.strip() == (f"error: {lex}:1: lexicon lines are 'TARGET<TAB>SOURCE "
+                                                            "[SOURCE ...]', got 'ein one'")

@@ -43,36 +43,17 @@ def main_job_options():
     return proc.stdout.split("\n")[:-1]
 
 
-def lexicon():
-    """German word -> its English words, from the corpus generator's own tables (the words
-    that have a partner: numbers, nouns, hundert, tausend, oder, plus; not "und", which is
-    also the joiner inside a German number)."""
+def alignment_accuracy(generate_out, sources):
+    """Share of the hypotheses' lexicon words whose --print-alignment source word is their
+    English partner (scripts/eval/lexicon_alignment.py, with the generator's lexicon): about
+    0.8 with learned attention, near chance (the first source word of a tie) with a uniform one."""
     import runpy
 
-    gen = runpy.run_path(str(REPO / "scripts" / "data" / "make_number_corpus.py"), run_name="lexicon")
-    pairs = list(zip(gen["EN_ONES"], gen["DE_ONES"])) + list(zip(gen["EN_TEENS"], gen["DE_TEENS"]))
-    pairs += list(zip(gen["EN_TENS"][2:], gen["DE_TENS"][2:])) + [("one", "ein"), ("hundred", "hundert"),
-                                                                  ("thousand", "tausend"), ("or", "oder"),
-                                                                  ("plus", "plus")]
-    for en_sg, en_pl, de_sg, de_pl in gen["NOUNS"]:
-        pairs += [(en_sg, de_sg), (en_pl, de_pl)]
-    out = {}
-    for en, de in pairs:
-        out.setdefault(de, set()).add(en)
-    return out
+    from fairseq_luong.analysis.generate_output import read_generate_output
 
-
-def alignment_accuracy(hyps, aligns, sources):
-    """Share of the hypotheses' lexicon words whose --print-alignment source word is their
-    English partner: about 0.8 with learned attention, near chance (the first source word of
-    a tie) with a uniform one."""
-    lex = lexicon()
-    right = total = 0
-    for i, hyp in hyps.items():
-        for s, t in aligns[i]:
-            if hyp[t] in lex:
-                total += 1
-                right += sources[i][s] in lex[hyp[t]]
+    lexicon = runpy.run_path(str(REPO / "scripts" / "data" / "make_number_corpus.py"), run_name="lexicon")["lexicon"]()
+    tool = runpy.run_path(str(REPO / "scripts" / "eval" / "lexicon_alignment.py"), run_name="tool")
+    right, total, _ = tool["link_accuracy"](read_generate_output(generate_out), sources, lexicon)
     return right / total
 
 
@@ -91,22 +72,21 @@ def train_and_translate(root, name, options, updates, generate=(), translations=
     with open(root / "raw" / "test.en", encoding="utf-8") as f:
         sources = [line.split() for line in f]
     runs = []
-    for _ in range(translations):
+    for k in range(translations):
         out = run([bin_path("fairseq-generate"), str(root / "bin"), "--user-dir", USER_DIR,
                    "--path", str(save / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "5",
                    "--batch-size", "200", *(["--print-alignment"] if align else []), *generate]).stdout
-        hyps, aligns = {}, {}
+        (save / f"generate{k}.out").write_text(out, encoding="utf-8")
+        hyps = {}
         for line in out.splitlines():
             tag, _, rest = line.partition("\t")
             if tag.startswith("D-"):
                 hyps.setdefault(int(tag[2:]), rest.split("\t")[-1])
-            elif tag.startswith("A-"):
-                aligns[int(tag[2:])] = [tuple(map(int, link.split("-"))) for link in rest.split()]
         assert sorted(hyps) == list(range(len(refs)))
         runs.append(hyps)
     hyps = runs[0]
     bleu = sacrebleu.corpus_bleu([hyps[i] for i in range(len(refs))], [refs]).score
-    accuracy = alignment_accuracy({i: h.split() for i, h in hyps.items()}, aligns, sources) if aligns else None
+    accuracy = alignment_accuracy(save / "generate0.out", sources) if align else None
     return bleu, accuracy, runs
 
 

@@ -15,6 +15,11 @@ Each sentence is a small template over 1-3 numbers between 0 and 999,999:
 Usage:
     python scripts/data/make_number_corpus.py --out DIR [--train 30000 --valid 500 --test 500 --seed 1]
 writes DIR/{train,valid,test}.{en,de}. The same seed gives the same files.
+It also writes DIR/lexicon.tsv: each German word that translates English words of its own
+("zwanzig" <- "twenty", "hundert" <- "hundred", nouns, "oder", "plus"), a TAB, and those
+English words; ``und`` is not in it (it is also the joiner inside a German number). An
+alignment that links a German word to one of its partners is right
+(``scripts/eval/lexicon_alignment.py``).
 ``--phrases`` also writes DIR/{split}.de.phrases: each German sentence's phrases (a
 number with its noun, a joiner), TAB-separated, the input of ``scripts/data/project_chunks.py``
 (perSPE's target phrases, as ``scripts/data/chunk_japanese.py`` makes them for Japanese).
@@ -128,6 +133,18 @@ def sentence(rng):
     return " ".join(en), " ".join(de), "\t".join(" ".join(p) for p in phrases)
 
 
+def lexicon():
+    """German word -> the English words it translates (the generator's own tables)."""
+    pairs = list(zip(EN_ONES, DE_ONES)) + list(zip(EN_TEENS, DE_TEENS)) + list(zip(EN_TENS[2:], DE_TENS[2:]))
+    pairs += [("one", "ein"), ("hundred", "hundert"), ("thousand", "tausend"), ("or", "oder"), ("plus", "plus")]
+    for en_sg, en_pl, de_sg, de_pl in NOUNS:
+        pairs += [(en_sg, de_sg), (en_pl, de_pl)]
+    out = {}
+    for en, de in pairs:
+        out.setdefault(de, set()).add(en)
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="output directory")
@@ -157,6 +174,8 @@ def main(argv=None):
         for lang, idx in files:
             with open(os.path.join(args.out, f"{split}.{lang}"), "w", encoding="utf-8") as f:
                 f.writelines(p[idx] + "\n" for p in pairs)
+    with open(os.path.join(args.out, "lexicon.tsv"), "w", encoding="utf-8") as f:
+        f.writelines(f"{de}\t{' '.join(sorted(en))}\n" for de, en in sorted(lexicon().items()))
     print(f"wrote {args.train}/{args.valid}/{args.test} sentence pairs to {args.out}", file=sys.stderr)
 
 
