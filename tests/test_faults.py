@@ -185,6 +185,12 @@ def test_option_values_fairseq_would_crash_on_are_refused_before_any_work(data_b
     assert not (tmp_path / "ckpt").exists()  # nothing ran
 
 
+def test_validate_without_a_task_is_one_line(data_bin, trained):
+    with pytest.raises(ConfigError, match=r"^no --task: this command has no default task; give the one the model "
+                                          r"was trained with \(--task translation"):
+        fairseq_cli("validate", [data_bin / "bin", "--user-dir", USER_DIR, "--path", trained])
+
+
 def test_a_sentence_longer_than_max_tokens_is_named_with_the_value_to_give(data_bin, tmp_path):
     with pytest.raises(UserError, match=r"--max-tokens 5 is smaller than sentence \d+ of this split \((\d+) tokens, "
                                         r"end of sentence included\): give --max-tokens \1 or more"):
@@ -269,3 +275,24 @@ def test_analysis_scripts_refuse_an_empty_input(tmp_path, script, args, message)
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "eval" / script), *args], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert proc.returncode == 1 and proc.stderr.strip() == message.replace("EMPTY", str(empty))
+
+
+def test_a_training_that_ends_inside_an_epoch_exits_cleanly(tmp_path):
+    """fairseq's background batch consumer (a daemon thread) was still collating when Python
+    finalized, and the process aborted after 'done training' (std::terminate, status 134):
+    the process's exit status is the subject, so it runs as a process."""
+    raw = tmp_path / "raw"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "data" / "make_number_corpus.py"), "--out", str(raw),
+                    "--train", "4000", "--valid", "20", "--test", "20", "--seed", "11"], check=True,
+                   capture_output=True)
+    fairseq_cli("preprocess", ["-s", "en", "-t", "de", "--joined-dictionary", "--trainpref", raw / "train",
+                               "--validpref", raw / "valid", "--destdir", tmp_path / "bin", "--workers", "1"])
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-train"), str(tmp_path / "bin"),
+                           "--user-dir", USER_DIR, "--arch", "luong_global_general", "--encoder-embed-dim", "16",
+                           "--decoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-hidden-size", "16",
+                           "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "3000", "--num-workers", "0",
+                           "--max-update", "20", "--disable-validation", "--no-save"],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"))
+    assert "done training" in proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "terminate called" not in proc.stderr, proc.stderr[-2000:]

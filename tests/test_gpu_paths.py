@@ -117,3 +117,26 @@ def test_fused_criterion_in_float16_is_float32_to_float16_precision(scale):
         assert torch.isfinite(got).all(), name
         rel = (got - want).norm() / want.norm()
         assert rel < 5e-3, (name, float(rel))
+
+
+def test_gpu_check_runs_every_check_with_the_cpu_standing_in(tmp_path):
+    """scripts/bench/gpu_check.py, the one command for a first GPU run, with --device cpu: every
+    check runs and passes where the two sides are the same device, so its plumbing cannot rot
+    before a GPU runs it; without CUDA, --device cuda is one line and checks nothing."""
+    tool = [sys.executable, str(REPO / "scripts" / "bench" / "gpu_check.py")]
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.run([*tool, "--device", "cpu", "--out", str(tmp_path), "--updates", "20", "--size", "16"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    rows = json.loads((tmp_path / "gpu_check.json").read_text())["rows"]
+    results = {r["check"]: r["result"] for r in rows}
+    assert results == {"loss on CPU and device (float32)": "PASS", "translations on CPU and device": "PASS",
+                       "--fp16 training against float32": "PASS", "--bf16 training against float32": "PASS",
+                       "fused criterion in float16": "PASS", "perSPE batches through the pinned-memory loader": "PASS",
+                       "one process per GPU (torchrun, nccl)": "n/a"}, rows
+    assert "100 of 100 test translations identical" in proc.stdout
+    assert proc.stdout.splitlines()[0].startswith("| check | result | numbers |  (device CPU (standing in for a GPU)")
+    if not torch.cuda.is_available():
+        proc = subprocess.run([*tool, "--out", str(tmp_path / "cuda")], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0 and proc.stdout.startswith("gpu_check.py: no CUDA device here")
+        assert not (tmp_path / "cuda").exists()

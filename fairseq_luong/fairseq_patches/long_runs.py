@@ -23,20 +23,30 @@ What fairseq-train does, and what we do instead:
 * **A diverging run**: ``FloatingPointError`` (``Minimum loss scale reached``, or
   ``gradients are Nan/Inf``) as a traceback. One line naming the last checkpoint saved
   and what to change.
+* **A training that ends inside an epoch aborts at exit** (``terminate called without an
+  active exception``, status 134, after "done training"): fairseq's ``BackgroundConsumer``, a
+  daemon thread, is still collating the next batches when Python finalizes, and the thread
+  is killed inside a torch call. Its consumers now put with a timeout and stop when asked;
+  an ``atexit`` handler asks them and waits for them, before finalization.
 * **Resuming into a --save-dir whose checkpoint is of another architecture**: fairseq's
   ``Exception: Cannot load model parameters ... please ensure that the architectures
   match`` after a chained traceback. One line naming both architectures (or the shapes
   that differ) and what to do.
 """
+import atexit
 import datetime
 import fcntl
 import functools
 import os
+import queue
 import shutil
+import threading
+import weakref
 
 import fairseq_cli.train
 import torch
 from fairseq import checkpoint_utils
+from fairseq.data import iterators
 from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
 from fairseq.trainer import Trainer
@@ -214,12 +224,60 @@ def _named_architectures(load_checkpoint):
     return wrapper
 
 
+# ------------------------------------------------------------------ exit
+_STOP = threading.Event()
+_CONSUMERS = weakref.WeakSet()
+
+
+class StoppableConsumer(iterators.BackgroundConsumer):
+    """fairseq's BackgroundConsumer (the thread that fills BufferedIterator's queue), which
+    stops when ``_STOP`` is set instead of being killed inside a torch call at exit."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _CONSUMERS.add(self)
+
+    def _put(self, item):
+        while not _STOP.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run(self):
+        if self.cuda_device is not None:
+            torch.cuda.set_device(self.cuda_device)
+        try:
+            for item in self._source:
+                if not self._put(item):
+                    return
+                self.count += 1
+                if self._max_len is not None and self.count >= self._max_len:
+                    break
+            self._put(iterators._sentinel)
+        except Exception as e:
+            self._put(e)
+
+
+def stop_consumers(timeout=30.0):
+    """Ask every running consumer to stop, and wait for them (atexit)."""
+    _STOP.set()
+    for consumer in list(_CONSUMERS):
+        consumer.join(timeout)
+
+
 def patch_long_runs():
     """fairseq-train's ``main``: --save-dir locked, not a file, divergence in one line;
     ``torch_persistent_save`` and checkpoint_utils' copies: whole files or none;
-    ``Trainer.load_checkpoint``: another architecture named in one line."""
+    ``Trainer.load_checkpoint``: another architecture named in one line; fairseq's background
+    batch consumers stop cleanly at exit."""
     wrap_once(fairseq_cli.train, "main", _guarded)
     wrap_once(checkpoint_utils, "torch_persistent_save", _whole_save)
     if checkpoint_utils.PathManager is PathManager:
         checkpoint_utils.PathManager = _WholeCopies
     wrap_once(Trainer, "load_checkpoint", _named_architectures)
+    if iterators.BackgroundConsumer is not StoppableConsumer:
+        iterators.BackgroundConsumer = StoppableConsumer
+        atexit.register(stop_consumers)

@@ -10,7 +10,9 @@ later with a traceback from deep inside, or prints something wrong:
   ``--nbest``, without a word;
 * fairseq-interactive's ``--batch-size`` above ``--buffer-size`` (the buffer is 1 line when
   not given): ``AssertionError: --batch-size cannot be larger than --buffer-size``;
-* ``--max-tokens`` or ``--batch-size`` below 1.
+* ``--max-tokens`` or ``--batch-size`` below 1;
+* fairseq-validate without ``--task`` (its parser has no default task): ``KeyError: None``
+  while the command line is parsed.
 
 We check the parsed values as soon as the command line is parsed, before any data or
 model is loaded, and raise a ``ConfigError`` naming the flag, its value and what to give.
@@ -59,7 +61,13 @@ def check_values(args):
 def _checking_values(parse_args_and_arch):
     @functools.wraps(parse_args_and_arch)
     def wrapper(parser, *args, **kwargs):
-        parsed = parse_args_and_arch(parser, *args, **kwargs)
+        try:
+            parsed = parse_args_and_arch(parser, *args, **kwargs)
+        except KeyError as e:
+            if e.args != (None,):
+                raise
+            raise ConfigError("no --task: this command has no default task; give the one the model was trained "
+                              "with (--task translation, or translation_chunks for perSPE)") from e
         check_values(parsed[0] if isinstance(parsed, tuple) else parsed)
         return parsed
 

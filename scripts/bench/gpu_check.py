@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""One command for a first GPU run: the checks of docs/gpu.md, one table of pass / fail.
+
+  python scripts/bench/gpu_check.py                 # on CUDA device 0
+  python scripts/bench/gpu_check.py --device cpu    # the CPU stands in for the GPU (the tests)
+
+Everything runs on the synthetic number corpus it writes (scripts/data/make_number_corpus.py,
+nothing to download) with fairseq's own commands and the plugin, and each row says what
+it compared:
+
+  loss         one float32 checkpoint's test loss with fairseq-validate --cpu and on the
+               device: equal to 4 decimals (cuDNN's LSTM against PyTorch's CPU LSTM)
+  translations fairseq-generate of the first 100 test sentences on both: identical
+  fp16 / bf16  --fp16 and --bf16 training against float32 from the same seed for --updates
+               updates: final train loss within 1 %; fp16's loss scale above its minimum
+  fused fp16   the fused criterion's loss and gradient in float16 against float32 on the device
+  perSPE       --task translation_chunks trains through fairseq's pinned-memory loader
+  multi-GPU    with several GPUs: two processes under torchrun (nccl), 64 + 64 sentences
+
+On a machine without CUDA, --device cuda says so in one line and checks nothing. The
+table also goes to --out as JSON, with the GPU's name, torch's version and the commit.
+The speed table is scripts/bench/benchmark_speed.py's.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+USER_DIR = os.path.join(REPO, "fairseq_luong")
+
+
+def bin_path(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def run(cmd, log, env=None):
+    """Run CMD, its output to LOG; (status, output)."""
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore", **(env or {})))
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(proc.stdout + proc.stderr)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+class Checks:
+    def __init__(self, args):
+        self.args, self.rows = args, []
+        self.work = args.out
+        self.cpu_flags = ["--cpu"]  # the reference side
+        self.dev_flags = ["--cpu"] if args.device == "cpu" else []
+
+    def add(self, name, ok, numbers):
+        self.rows.append({"check": name, "result": "n/a" if ok is None else ("PASS" if ok else "FAIL"),
+                          "numbers": numbers})
+        print(f"[gpu_check] {name}: {self.rows[-1]['result']} ({numbers})", file=sys.stderr, flush=True)
+
+    def path(self, *parts):
+        return os.path.join(self.work, *parts)
+
+    # ------------------------------------------------------------------ data and a model
+    def prepare(self):
+        raw = self.path("raw")
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_number_corpus.py"), "--out", raw,
+                        "--train", "4000", "--valid", "100", "--test", "100", "--seed", "11", "--phrases"],
+                       check=True, capture_output=True)
+        subprocess.run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--joined-dictionary",
+                        "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid", "--testpref", f"{raw}/test",
+                        "--destdir", self.path("bin"), "--workers", "1"], check=True, capture_output=True)
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "project_chunks.py"),
+                        "--pieces", f"{raw}/train.de", f"{raw}/valid.de",
+                        "--chunks", f"{raw}/train.de.phrases", f"{raw}/valid.de.phrases",
+                        "--output", self.path("bin", "train.en-de.de.chunks"),
+                        self.path("bin", "valid.en-de.de.chunks")], check=True, capture_output=True)
+
+    def model(self):
+        h = str(self.args.size)
+        return ["--arch", "luong_global_general", "--encoder-embed-dim", h, "--decoder-embed-dim", h,
+                "--encoder-hidden-size", h, "--decoder-hidden-size", h, "--share-all-embeddings",
+                "--optimizer", "adam", "--lr", "0.003", "--clip-norm", "1.0", "--max-tokens", "3000",
+                "--criterion", "fused_label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--seed", "1",
+                "--log-format", "simple", "--log-interval", "1", "--no-epoch-checkpoints", "--disable-validation",
+                "--num-workers", "0"]
+
+    def train(self, name, flags, updates, extra=()):
+        save = self.path(name)
+        status, out = run([bin_path("fairseq-train"), self.path("bin"), "--user-dir", USER_DIR, *self.model(),
+                           *flags, *extra, "--max-update", updates, "--save-dir", save], self.path(f"{name}.log"))
+        losses = [float(x) for x in re.findall(r"train_inner \| .* loss=([\d.]+)", out)]
+        losses = [sum(losses[-10:]) / len(losses[-10:])] if losses else []  # the mean of the last 10 updates
+        scales = [float(x) for x in re.findall(r"loss_scale=([\d.]+)", out)]
+        return status, losses, scales, os.path.join(save, "checkpoint_last.pt")
+
+    # ------------------------------------------------------------------ the checks
+    def loss_and_translations(self):
+        status, _, _, ckpt = self.train("float32_cpu", self.cpu_flags, self.args.updates)
+        if status:
+            self.add("loss on CPU and device (float32)", False, f"training failed: {self.path('float32_cpu.log')}")
+            return
+        losses = []
+        for side, flags in (("cpu", self.cpu_flags), ("device", self.dev_flags)):
+            _, out = run([bin_path("fairseq-validate"), self.path("bin"), "--user-dir", USER_DIR, "--path", ckpt,
+                          "--task", "translation", "--valid-subset", "test", "--batch-size", "50", *flags],
+                         self.path(f"validate_{side}.log"))
+            m = re.search(r"valid on 'test' subset \| loss ([\d.]+)", out)
+            losses.append(float(m.group(1)) if m else None)
+        ok = None not in losses and round(losses[0], 4) == round(losses[1], 4)
+        self.add("loss on CPU and device (float32)", ok, f"test loss {losses[0]} on the CPU, {losses[1]} on the device")
+        hyps = []
+        for side, flags in (("cpu", self.cpu_flags), ("device", self.dev_flags)):
+            _, out = run([bin_path("fairseq-generate"), self.path("bin"), "--user-dir", USER_DIR, "--path", ckpt,
+                          "--gen-subset", "test", "--beam", "5", "--batch-size", "50", *flags],
+                         self.path(f"generate_{side}.log"))
+            hyps.append(dict(re.findall(r"^H-(\d+)\t\S+\t(.*)$", out, re.M)))
+        same = sum(hyps[0].get(k) == v for k, v in hyps[1].items())
+        self.add("translations on CPU and device", len(hyps[0]) == len(hyps[1]) == 100 and same == 100,
+                 f"{same} of {len(hyps[0])} test translations identical")
+
+    def precision(self):
+        _, base, _, _ = self.train("float32_device", self.dev_flags, self.args.updates)
+        for name, flags in (("fp16", ["--fp16"] + (["--memory-efficient-fp16"] if self.args.device == "cpu" else [])),
+                            ("bf16", ["--bf16"])):
+            status, losses, scales, _ = self.train(name, self.dev_flags + flags, self.args.updates)
+            if status or not losses or not base:
+                self.add(f"--{name} training against float32", False, f"training failed: {self.path(name + '.log')}")
+                continue
+            gap = abs(losses[-1] - base[-1]) / base[-1]
+            ok = gap <= 0.01
+            numbers = (f"train loss of the last 10 updates {losses[-1]:.4f} against float32's {base[-1]:.4f} "
+                       f"({100 * gap:.2f} %)")
+            if name == "fp16":
+                ok = ok and bool(scales) and scales[-1] > 1e-4  # fairseq's default --min-loss-scale
+                numbers += f", loss scale {scales[-1] if scales else '?'} at the end"
+            self.add(f"--{name} training against float32", ok, numbers + f", {self.args.updates} updates")
+
+    def fused_fp16(self):
+        import torch
+
+        from fairseq_luong.criterions.fused_label_smoothed_cross_entropy import fused_output_loss
+
+        device = "cpu" if self.args.device == "cpu" else "cuda"
+        g = torch.Generator().manual_seed(0)
+        n, h, v = 600, 256, 5000
+        feats = torch.randn(n, h, generator=g) * 4
+        weight = torch.randn(v, h, generator=g)
+        weight[7] = feats.mean(0) * 0.9  # logits about 80 for word 7: exp overflows float16
+        bias = torch.randn(v, generator=g)
+        target = torch.randint(4, v, (n,), generator=g).to(device)
+        results = []
+        for dtype in (torch.float32, torch.float16):
+            f, w, b = (t.to(device, dtype).clone().requires_grad_() for t in (feats, weight, bias))
+            loss, _, _ = fused_output_loss(f, w, b, target, 0.1, 256)
+            (loss * 1024).backward()  # as a loss scale would
+            results.append((float(loss), f.grad.float().cpu() / 1024))
+        rel = abs(results[1][0] - results[0][0]) / abs(results[0][0])
+        grad = float((results[1][1] - results[0][1]).norm() / results[0][1].norm())
+        ok = rel < 2e-3 and grad < 5e-3 and bool(torch.isfinite(results[1][1]).all())
+        self.add("fused criterion in float16", ok,
+                 f"loss {results[1][0]:.2f} against float32's {results[0][0]:.2f} (relative {rel:.1e}), "
+                 f"gradient relative difference {grad:.1e} (limits 2e-3, 5e-3)")
+
+    def perspe(self):
+        status, losses, _, _ = run_train_chunks(self)
+        self.add("perSPE batches through the pinned-memory loader", status == 0 and bool(losses),
+                 f"{len(losses)} updates of --task translation_chunks with --num-workers 1"
+                 + ("" if status == 0 else f"; failed: {self.path('perspe.log')}"))
+
+    def several(self):
+        import torch
+
+        n = torch.cuda.device_count() if self.args.device == "cuda" else 0
+        if n < 2:
+            self.add("one process per GPU (torchrun, nccl)", None, f"{n or 'no'} GPU(s) beyond one: nothing to check")
+            return
+        save = self.path("two_gpus")
+        status, out = run(["torchrun", "--standalone", "--nproc_per_node", "2", "--no-python",
+                           bin_path("fairseq-train"), self.path("bin"), "--user-dir", USER_DIR, *self.model(),
+                           "--max-update", "20", "--distributed-world-size", "2", "--save-dir", save],
+                          self.path("two_gpus.log"))
+        ok = status == 0 and "nccl" in out
+        self.add("one process per GPU (torchrun, nccl)", ok,
+                 f"exit status {status}, backend nccl named in the log: {'nccl' in out}")
+
+
+def run_train_chunks(checks):
+    h = str(checks.args.size)
+    status, out = run([bin_path("fairseq-train"), checks.path("bin"), "--user-dir", USER_DIR, "--arch",
+                       "transformer_perspe_tiny", "--task", "translation_chunks", "--share-all-embeddings",
+                       "--encoder-embed-dim", h, "--decoder-embed-dim", h, "--optimizer", "adam", "--lr", "0.001",
+                       "--max-tokens", "1500", "--criterion", "perspe_label_smoothed_cross_entropy",
+                       "--perturb-range", "1", "--perturb-unit", "phrase", "--max-update", "20", "--num-workers", "1",
+                       "--log-format", "simple", "--log-interval", "1", "--disable-validation", "--no-save",
+                       *checks.dev_flags], checks.path("perspe.log"))
+    losses = re.findall(r"train_inner \| .* loss=([\d.]+)", out)
+    return status, losses, None, None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cuda (device 0), or cpu standing in for it (what the tests run)")
+    parser.add_argument("--out", default=os.path.join(REPO, "work_dir", "gpu_check"), help="work folder; "
+                        "gpu_check.json goes there")
+    parser.add_argument("--updates", type=int, default=300, help="updates of each training")
+    parser.add_argument("--size", type=int, default=128, help="units of the models (2 layers)")
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"gpu_check.py: no CUDA device here (torch {torch.__version__}): nothing checked; --device cpu runs the "
+              "checks with the CPU standing in for the GPU")
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "?"
+    device = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU (standing in for a GPU)"
+    t0 = time.time()
+    checks = Checks(args)
+    checks.prepare()
+    checks.loss_and_translations()
+    checks.precision()
+    checks.fused_fp16()
+    checks.perspe()
+    checks.several()
+    header = f"device {device}, torch {torch.__version__}, commit {commit}, {time.time() - t0:.0f} s"
+    print(f"| check | result | numbers |  ({header})\n|---|---|---|")
+    for row in checks.rows:
+        print(f"| {row['check']} | {row['result']} | {row['numbers']} |")
+    with open(os.path.join(args.out, "gpu_check.json"), "w", encoding="utf-8") as f:
+        json.dump({"device": device, "torch": torch.__version__, "commit": commit, "rows": checks.rows}, f, indent=1)
+    return 1 if any(row["result"] == "FAIL" for row in checks.rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
