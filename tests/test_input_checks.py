@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, WMT_SAMPLE
 
 CHECK = [sys.executable, str(REPO / "scripts" / "data" / "check_parallel.py"), "-s", "en", "-t", "de"]  # run.sh's path
 REPORT = [sys.executable, str(REPO / "scripts" / "eval" / "report_translations.py")]  # run.sh's path
@@ -102,6 +102,38 @@ def test_control_characters_keep_is_one_warning_but_line_breaks_stay_errors(tmp_
     code, err = check(only_c1, "--control-characters", "keep")
     assert code == 0 and f"ok: {only_c1}.{{en,de}}: 2 sentence pairs" in err
     assert f"warning: {only_c1}.en: 1 line holds control characters (first: line 1, U+0092" in err
+
+
+def test_repair_c1_gives_the_windows_1252_character_and_keeps_every_line():
+    """C1 mojibake is a Windows-1252 byte read as Latin-1: each becomes what was typed;
+    NEL (U+0085, a line break for str.splitlines) is the ellipsis; undefined bytes a space."""
+    from fairseq_luong.data.text import repair_c1
+
+    assert repair_c1("it\x92s \x93so\x94 \x96 2007\x85") == "it\u2019s \u201cso\u201d \u2013 2007\u2026"
+    assert repair_c1("a\x81b\x9dc") == "a b c"
+    assert repair_c1("Stra\u00dfe \u2013 \u65e5\u672c\t\x7f") == "Stra\u00dfe \u2013 \u65e5\u672c\t\x7f"
+
+
+def test_wmt_c1_mojibake_names_both_ways_past_it_and_repair_c1_clears_it(tmp_path):
+    """On ../shared/data/wmt_sample_en_de (11 problems on 9 of 10,000 lines): each error names
+    scripts/data/repair_c1.py and --control-characters keep, a last line counts them, and the
+    repaired copies pass with every line in place."""
+    wmt = WMT_SAMPLE
+    code, err = check(str(wmt / "train"), "--max-problems", "2")
+    assert code == 1
+    assert (f"{wmt / 'train'}.en:664: control character U+0096 at column 25, C1 mojibake of Windows-1252 "
+            "'\u2013': repair the files with scripts/data/repair_c1.py, or keep such characters with "
+            "--control-characters keep") in err
+    assert err.rstrip().splitlines()[-1] == (
+        f"error: 11 problems in all ({wmt / 'train'}.en 6, {wmt / 'train'}.de 5); nothing was changed: "
+        "fix the files and check them again")
+    fixed = tmp_path / "train"
+    code, _, err = in_process("data/repair_c1.py", ["-i", f"{wmt / 'train'}.en", f"{wmt / 'train'}.de",
+                                                    "-o", f"{fixed}.en", f"{fixed}.de"])
+    assert code == 0 and "10000 lines, 10 C1 characters repaired on 6 lines" in err
+    code, err = check(str(fixed))
+    assert code == 0 and f"ok: {fixed}.{{en,de}}: 10000 sentence pairs" in err
+    assert "\u2013 CropEnergies AG" in (tmp_path / "train.en").read_text(encoding="utf-8").split("\n")[663]
 
 
 @pytest.mark.parametrize("words,ok", [(1023, True), (1024, False)])

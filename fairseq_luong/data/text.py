@@ -33,6 +33,8 @@ import regex
 CONTROL = regex.compile(r"[^\P{Cc}\t\n]|[\u2028\u2029]")
 LINE_BREAKING = regex.compile(r"[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _FORMAT = regex.compile(r"\p{Cf}")  # zero-width space, BOM, soft hyphen, direction marks
+# C1 controls: in web-crawled text (WMT's) they are mojibake, Windows-1252 bytes read as Latin-1
+C1 = regex.compile(r"[\x80-\x9f]")
 
 
 class DataError(ValueError):
@@ -57,6 +59,27 @@ def normalize_line(text: str) -> str:
     text = _FORMAT.sub("", CONTROL.sub(" ", text))
     text = unicodedata.normalize("NFKC", text)
     return " ".join(text.split())
+
+
+def repair_c1(text: str) -> str:
+    """Each C1 control character (U+0080-U+009F) becomes the Windows-1252 character of the
+    same byte, what the text's author typed (U+0096 -> '\u2013', U+0092 -> '\u2019',
+    U+0085 -> '\u2026'); the five bytes Windows-1252 leaves undefined (0x81, 0x8D, 0x8F,
+    0x90, 0x9D) become a space. Nothing else changes, so the line count stays."""
+    return C1.sub(lambda m: _CP1252.get(m.group(), " "), text)
+
+
+def _cp1252_table():
+    table = {}
+    for byte in range(0x80, 0xA0):
+        try:
+            table[chr(byte)] = bytes([byte]).decode("cp1252")
+        except UnicodeDecodeError:  # undefined in Windows-1252
+            pass
+    return table
+
+
+_CP1252 = _cp1252_table()
 
 
 def why_not_normalized(text: str) -> str:
@@ -211,3 +234,30 @@ def normalize_main(argv=None):
         if not args.quiet:
             print(f"{input}: {n} lines, {changed.pop('lines')} changed ("
                   + ", ".join(f"{v} {k}" for k, v in changed.items()) + ")", file=sys.stderr)
+
+
+def repair_c1_main(argv=None):
+    """Command line of scripts/data/repair_c1.py."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="repair_c1.py",
+        description="Repair C1 mojibake (U+0080-U+009F, Windows-1252 text read as Latin-1, common in "
+                    "WMT data) line by line: " + " ".join(repair_c1.__doc__.split()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Example (check_parallel.py names such characters):\n"
+               "  python scripts/data/repair_c1.py -i data/train.en data/train.de -o fixed/train.en fixed/train.de\n"
+               "Output lines match input lines one for one (only \\n ends a line).")
+    add_file_pair_arguments(parser, "UTF-8 text files", "repaired text")
+    args = parser.parse_args(argv)
+    for input, output in file_pairs(parser, args):
+        n = lines_changed = chars = 0
+        try:
+            with whole_output(output) as out:
+                for n, line in iter_lines(input):
+                    found = len(C1.findall(line))
+                    chars, lines_changed = chars + found, lines_changed + bool(found)
+                    out.write((repair_c1(line) if found else line) + "\n")
+        except DataError as e:
+            sys.exit(f"repair_c1.py: error: {e}")
+        print(f"{input}: {n} lines, {chars} C1 characters repaired on {lines_changed} lines", file=sys.stderr)

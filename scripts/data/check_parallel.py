@@ -10,7 +10,9 @@ with file:line, where fairseq-preprocess would read it differently or badly:
 * other control characters (fairseq_luong/data/text.py's policy: Unicode Cc but tab,
   and U+2028, U+2029; U+0085 and those two are line breaks for str.splitlines and many
   tools); with --control-characters keep, those that nothing reads as a line break are
-  one warning per file instead;
+  one warning per file instead. C1 characters (U+0080-U+009F) in web-crawled text such
+  as WMT's are Windows-1252 bytes read as Latin-1: scripts/data/repair_c1.py writes
+  repaired copies (U+0096 -> an en dash), line for line;
 * invalid UTF-8, different line counts, a line empty on one side only;
 * a sentence longer than the model takes: fairseq appends EOS, so a sentence
   of N words needs N + 1 of the model's --max-positions (default 1024, the
@@ -38,7 +40,7 @@ from tqdm import tqdm
 # fairseq's first import sets up logging at DEBUG and logs INFO lines ("Please install
 # tensorboardX"); this script's output is its own lines, so logging is set up first
 logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
-from fairseq_luong.data.text import CONTROL, LINE_BREAKING, DataError, iter_lines  # noqa: E402
+from fairseq_luong.data.text import C1, CONTROL, LINE_BREAKING, DataError, iter_lines, repair_c1  # noqa: E402
 
 BOM = "\ufeff"
 
@@ -74,7 +76,24 @@ class Problems:
         for path, n in self.count.items():
             if n > self.limit:
                 print(f"error: {path}: ... and {n - self.limit} more problems", file=sys.stderr)
-        return sum(self.count.values())
+        total = sum(self.count.values())
+        if total:
+            files = ", ".join(f"{path} {n}" for path, n in self.count.items())
+            print(f"error: {total} problem{'s' if total > 1 else ''} in all ({files}); nothing was changed: "
+                  "fix the files and check them again", file=sys.stderr)
+        return total
+
+
+def control_message(char, column):
+    """What a control character is, and the ways past it."""
+    where = f"control character U+{ord(char):04X} at column {column}"
+    keep = "" if LINE_BREAKING.match(char) else ", or keep such characters with --control-characters keep"
+    if C1.match(char):
+        meant = repair_c1(char)
+        meant = f"'{meant}'" if meant.strip() else "a byte Windows-1252 leaves undefined"
+        return (f"{where}, C1 mojibake of Windows-1252 {meant}: repair the files with "
+                f"scripts/data/repair_c1.py{keep}")
+    return f"{where}: remove or replace it{keep}"
 
 
 def checked_lines(path, problems):
@@ -95,8 +114,7 @@ def checked_lines(path, problems):
             if control and problems.keep_control and not LINE_BREAKING.search(text):
                 problems.keep(path, i, control.group(), control.start() + 1)
             elif control:
-                problems.add(path, i, f"control character U+{ord(control.group()):04X} at column "
-                                      f"{control.start() + 1}: remove or replace it")
+                problems.add(path, i, control_message(control.group(), control.start() + 1))
             yield text
     except DataError as e:  # the file cannot be read
         problems.add(path, 0, f"cannot read: {e.__cause__.strerror}")
