@@ -177,7 +177,7 @@ def test_a_line_that_cannot_be_projected_is_named_and_prepare_goes_on(recipe):
     lines[1] = "パンを\t食べた。"
     chunks.write_text("\n".join(lines), encoding="utf-8")
     restamp = (f'REPO={REPO}; RECIPE=test; source {REPO}/examples/common/recipe.sh; '
-               f'stamp {run}/chunks/.done "$(_recorded {run}/chunks/.done)"')
+               f'stamp {run}/chunks/.done "$(recorded {run}/chunks/.done)"')
     subprocess.run(["bash", "-c", restamp], check=True)
     log = run_sh(work, "prepare").stderr
     assert "data-bin: made from other input: making it again" in log
@@ -225,18 +225,32 @@ def test_all_for_one_table_cell_with_the_papers_preset(recipe):
 
 
 def test_plan_names_gpus_batch_time_and_refuses_a_small_disk(tmp_path):
-    """`plan` (PRESET=paper): the batch split over GPUS, the checkpoints kept for averaging,
+    """`plan` (--preset paper): the batch split over GPUs, the checkpoints kept for averaging,
     the time from a named, cited GPU figure; it stops when the disk cannot hold the plan."""
     work = tmp_path / "w"
-    proc = run_sh(work, "plan", "spe_spe", PRESET="paper", TABLE="3", MAX_TOKENS="4096", GPUS="2",
-                  RESERVE=10 ** 6, check=False)
-    assert ("each seed trains on GPUS=2 (--distributed-world-size 2): 4096 tokens per GPU and step x "
+    proc = run_sh(work, "--preset", "paper", "--table", "3", "--max-tokens", "4096", "--gpus", "2",
+                  "--reserve", str(10 ** 6), "plan", "spe_spe", check=False)
+    assert ("each seed trains on --gpus 2 (--distributed-world-size 2): 4096 tokens per GPU and step x "
             "--update-freq 1 x 2 GPU(s) = 8192 tokens per update") in proc.stdout
     assert "the last 5 interval checkpoints" in proc.stdout and "Vaswani et al. (2017, 5.1-5.2)" in proc.stdout
-    assert proc.returncode == 1 and "1000000 GB of it kept free (RESERVE)" in proc.stdout
-    assert "error: the plan needs" in proc.stdout and "choose another WORK" in proc.stdout
+    assert proc.returncode == 1 and "1000000 GB of it kept free (--reserve)" in proc.stdout
+    assert "error: the plan needs" in proc.stdout and "choose another --work-dir" in proc.stdout
     assert proc.stderr.splitlines()[-1] == "[perspe] error: the plan does not fit: see above"
     assert not (work / "run").exists()
+
+
+def test_flags_and_environment_variables_set_the_same_run_and_a_flag_wins(tmp_path):
+    """Every setting is a --flag, as in the other recipes; the environment variables of before
+    still work, and a flag wins over one (run_sh sets PRESET=small, TABLE=1 in the environment)."""
+    work = tmp_path / "w"
+    by_env = run_sh(work, "plan", "spe_spe", PRESET="paper", TABLE="4", MAX_TOKENS="1024", GPUS="2")
+    by_flags = run_sh(work, "--preset", "paper", "--table", "4", "--max-tokens", "1024", "--gpus", "2",
+                      "plan", "spe_spe")
+    assert "each seed trains on --gpus 2" in by_env.stdout and by_flags.stdout == by_env.stdout
+    wrong = run_sh(work, "--preseet", "paper", "plan", check=False)
+    assert wrong.returncode == 2 and wrong.stderr == "run.sh: unknown option --preseet (see --help)\n"
+    bad = run_sh(work, "--table", "5", "plan", check=False)
+    assert bad.returncode == 2 and bad.stderr == "run.sh: --table (TABLE) must be 1, 2, 3 or 4, not 5\n"
 
 
 def test_iwslt17_with_jparacrawl_is_cleaned_and_sampled(tmp_path):

@@ -67,18 +67,21 @@ def shell(script, tmp_path, repo=REPO):
 
 
 def test_a_derived_file_is_fresh_only_for_its_key_and_its_files_as_stamped(tmp_path):
-    """fresh/stamp (examples/common/recipe.sh): another key, a changed or partly deleted
-    output, a key holding other stamps; an output made again gets another id."""
+    """fresh/stamp (examples/common/recipe.sh, through fairseq_luong/recipes/freshness.py):
+    another key, a changed or partly deleted output, the same content written again (a
+    copy: fresh), a key holding other stamps; an output made again gets another id."""
     out = shell("""mkdir -p d; echo a > d/x; echo b > d/y; touch d/.done
         stamp d/.done "k1"; fresh d/.done k1 && echo fresh; fresh d/.done k2 || echo other-key
         ident d/.done > id1; rm d/y; fresh d/.done k1 || echo partly-deleted
-        echo b > d/y; touch -d '2001-01-01' d/y; fresh d/.done k1 || echo changed
+        echo B > d/y; touch -d '2001-01-01' d/y; fresh d/.done k1 || echo changed
+        echo b > d/y; touch -d '2001-01-01' d/y; fresh d/.done k1 && echo same-content
         stamp d/.done "k1"; fresh d/.done k1 && echo fresh-again; ident d/.done > id2
         echo c > d/y; stamp d/.done "k1"; ident d/.done > id3
         echo z > f; stamp f "$(cat d/.done.key)
         more"; fresh f "$(cat d/.done.key)
         more" && echo nested-fresh; stale_reason f "other" """, tmp_path)
-    assert out.split("\n")[:6] == ["fresh", "other-key", "partly-deleted", "changed", "fresh-again", "nested-fresh"]
+    assert out.split("\n")[:7] == ["fresh", "other-key", "partly-deleted", "changed", "same-content",
+                                   "fresh-again", "nested-fresh"]
     assert "made with other other" in out
     ids = [(tmp_path / f"id{i}").read_text() for i in (1, 2, 3)]
     assert ids[0] == ids[1] != ids[2]  # the same content, the same id; other content, another id
@@ -149,6 +152,13 @@ def test_multi30k_prepare_train_eval(multi30k):
     assert str(work / "systems" / "luong_localp" / "train.log") in train.stderr
     again = recipe("multi30k_en_de", *opts, "prepare")
     assert "SentencePiece" not in again.stderr  # done: skipped
+    assert "trained already" in recipe("multi30k_en_de", *opts, "train", "luong_localp", "--",
+                                       *TINY, "--max-update", 4).stderr
+    # the data copied again (new times, the same bytes: a restored backup, a machine that mounts
+    # it afresh) changes no key: prepared and trained already (keys held times before)
+    for f in data.iterdir():
+        os.utime(f, ns=(f.stat().st_mtime_ns + 10**9 * 3600,) * 2)
+    assert "SentencePiece" not in recipe("multi30k_en_de", *opts, "prepare").stderr
     assert "trained already" in recipe("multi30k_en_de", *opts, "train", "luong_localp", "--",
                                        *TINY, "--max-update", 4).stderr
 

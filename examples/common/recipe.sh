@@ -5,14 +5,16 @@
 #
 # Freshness, one rule for every derived file (data, model, translation, score, table):
 # a derived file OUT is made from a KEY, the text of everything it depends on: its
-# inputs (by identity: the content hash of a derived input, sizes and times of raw ones),
+# inputs (by identity: the content hash of a derived input, path, size and content hash
+# of raw ones),
 # its options, and the version of the code that makes it (code_version: a hash of the
 # checkout's files that the step's programs run, see examples/common/code_version.py;
 # documentation, tests and the recipes' own shell text are not code of any step, so a
 # README-only commit changes no key). `stamp OUT KEY` writes OUT.key: KEY, then what OUT
 # is (its content hash, its id) and the sizes and times of its files. OUT is fresh when
 # its recorded KEY equals the KEY computed now and its files are unchanged since it was
-# stamped (a partial deletion or an edit makes it stale). A step whose output is fresh
+# stamped: the same sizes and times, or the same content (a copy); a partial deletion or
+# an edit makes it stale. The rule is Python: fairseq_luong/recipes/freshness.py. A step whose output is fresh
 # is skipped; a stale output is made again when that is cheap (data, translations,
 # scores) and refused when it is not (training: the difference is shown; RETRAIN=1 or
 # deleting the folder trains it again, ACCEPT_CODE=1 keeps a model across a code
@@ -61,6 +63,7 @@ recipe_init() {
   command -v fairseq-train >/dev/null || source "$REPO/scripts/setup.sh" >&2
   export PYTHONWARNINGS=ignore OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
   BIN="$WORK/data-bin"
+  export FAIRSEQ_LUONG_HASH_CACHE="${FAIRSEQ_LUONG_HASH_CACHE:-$WORK/.input_hashes}"  # data_key's
   warm_code_versions
 }
 
@@ -77,85 +80,26 @@ need_file() { [[ -s "$1" ]] || die "$1 not found or empty: $2"; }
 key_of() { printf '%q ' "$@"; }
 
 # --------------------------------------------------------------------------- freshness
-# The files a stamp covers: the regular files under its PATHs (a file: itself), without key
-# files, markers, unfinished outputs, logs (fairseq-preprocess writes its log into the data
-# folder) and the save-dir lock of fairseq-train (fairseq_patches/long_runs.py), named
-# relative to their PATH
-_FIND_SKIP=(! -name '*.key' ! -name '.done' ! -name '*.part' ! -name '*.log' ! -name '.fairseq_luong.lock')
-# _stat PATH...: a hash of the names, sizes and modification times of the files (cheap)
-_stat() {
-  local p
-  for p in "$@"; do
-    if [[ -d "$p" ]]; then (cd "$p" && find . -type f "${_FIND_SKIP[@]}" -printf '%p %s %T@\n' | LC_ALL=C sort)
-    elif [[ -e "$p" ]]; then stat -c '. %s %Y' "$p"; fi
-  done | sha1sum | cut -c1-16
-}
-# _content PATH...: a hash of the files' names and contents (what OUT is)
-_content() {
-  local p
-  for p in "$@"; do
-    if [[ -d "$p" ]]; then
-      (cd "$p" && find . -type f "${_FIND_SKIP[@]}" -print0 | LC_ALL=C sort -z | xargs -0 -r sha1sum)
-    elif [[ -e "$p" ]]; then sha1sum < "$p"; fi
-  done | sha1sum | cut -c1-16
-}
+# The rule is fairseq_luong/recipes/freshness.py (its docstring says it whole, its tests
+# run in milliseconds); these functions are its command line, KEY passed on stdin.
+FRESHNESS=(python "$REPO/fairseq_luong/recipes/freshness.py")
 
-# stamp OUT KEY [PATH...]: record that OUT was made from KEY, and what it is: OUT.key is
-# KEY, then a line "@@@ stamp" and the paths it covers (default: OUT itself; a marker file
-# such as DIR/.done covers its folder), their content hash (id) and their sizes and times
-# (stat). KEY may hold other stamps (a key made of key files): the last "@@@ stamp" is OUT's
-stamp() {
-  local out="$1" key; key="$(printf '%s' "$2")"; shift 2
-  local over=("$@")
-  if (( ! ${#over[@]} )); then
-    if [[ "$(basename "$out")" == .done ]]; then over=("$(dirname "$out")"); else over=("$out"); fi
-  fi
-  { printf '%s\n@@@ stamp\n' "$key"; printf 'over %s\n' "${over[@]}"
-    echo "id $(_content "${over[@]}")"; echo "stat $(_stat "${over[@]}")"; } > "$out.key.part"
-  mv "$out.key.part" "$out.key"
-}
-# _recorded OUT: the KEY OUT.key records; _stamp_field OUT FIELD: a value of its stamp
-_recorded() { awk '/^@@@ stamp$/ { n = NR } { line[NR] = $0 } END { if (!n) n = NR + 1; for (i = 1; i < n; i++) print line[i] }' "$1.key"; }
-_stamp_field() { awk -v f="$2" '/^@@@ stamp$/ { n = NR; delete v; k = 0 } n && NR > n && $1 == f { v[++k] = substr($0, length(f) + 2) }
-  END { for (i = 1; i <= k; i++) print v[i] }' "$1.key"; }
-
+# stamp OUT KEY [PATH...]: record that OUT was made from KEY, and what it is (the paths it
+# covers, default OUT itself or the folder of a marker DIR/.done; their content hash, id;
+# their names, sizes and times, stat)
+stamp() { local out="$1" key="$2"; shift 2; printf '%s' "$key" | "${FRESHNESS[@]}" stamp "$out" "$@"; }
 # fresh OUT KEY: true when OUT was stamped with KEY and its files have not changed since
-fresh() {
-  local out="$1" key; key="$(printf '%s' "$2")"
-  [[ -e "$out" && -f "$out.key" ]] || return 1
-  [[ "$(_recorded "$out")" == "$key" ]] || return 1
-  local over=() stat
-  mapfile -t over < <(_stamp_field "$out" over)
-  stat="$(_stamp_field "$out" stat)"
-  [[ -n "$stat" && ${#over[@]} -gt 0 && "$(_stat "${over[@]}")" == "$stat" ]]
-}
-
-# stale_reason OUT KEY: why OUT is not fresh for KEY: "missing", "made with other options"
-# (or other data, input, code NAME, ...: from the first key line that differs), or
-# "changed since it was made"
-stale_reason() {
-  local out="$1" key; key="$(printf '%s' "$2")"
-  [[ -e "$out" && -f "$out.key" ]] || { echo missing; return; }
-  local line; line="$(diff <(_recorded "$out") <(printf '%s\n' "$key") | sed -n 's/^> //p' | head -1 || true)"
-  if [[ -n "$line" ]]; then
-    case "$line" in
-      "code "*) line="${line#code }"; echo "made by other code (${line%% *})" ;;
-      "from "*) echo "made from other input" ;;
-      "inputs "*) echo "made from other input files" ;;
-      "data "*) echo "made from other data" ;;
-      *) echo "made with other ${line%% *}" ;;
-    esac
-  elif fresh "$out" "$key"; then echo fresh
-  else echo "changed since it was made"; fi
-}
-
-# ident FILE: what FILE is, for the keys of what is made from it: the id its stamp
+fresh() { printf '%s' "$2" | "${FRESHNESS[@]}" fresh "$1"; }
+# stale_reason OUT KEY: "missing", "made with other options" (or other data, input, code
+# NAME, ...: from the first key line that differs), "changed since it was made", "fresh"
+stale_reason() { printf '%s' "$2" | "${FRESHNESS[@]}" stale-reason "$1"; }
+# recorded OUT: the KEY OUT.key records
+recorded() { "${FRESHNESS[@]}" recorded "$1"; }
+# ident FILE: what FILE is, for the keys of what is made from it: FILE#ID, the id its stamp
 # recorded (a derived file), else the hash of its content (a raw input)
-ident() {
-  local id=""
-  [[ -f "$1.key" ]] && id="$(_stamp_field "$1" id)"
-  if [[ -n "$id" ]]; then echo "$1#$id"; else echo "$1#$(sha1sum < "$1" | cut -c1-16)"; fi
-}
+ident() { "${FRESHNESS[@]}" ident "$1"; }
+# data_key FILES...: raw input files by what they are: path, size and content hash of each
+data_key() { "${FRESHNESS[@]}" data-key "$@" || die "cannot key the input files $*"; }
 
 # code_version NAME ROOT... [--dist DIST...]: the key line "code NAME HASH", the version
 # of the code ROOTs run (examples/common/code_version.py: the checkout's files they
@@ -180,17 +124,14 @@ warm_code_versions() { code_train > /dev/null; code_generate > /dev/null; code_s
   code_version average "$REPO/scripts/train/average_checkpoints.py" > /dev/null; }
 
 # same_or_refuse FILE KEY WHAT [HOW]: FILE holds KEY (or is new: then it gets it);
-# another key stops with the difference shown and HOW to go on
+# another key stops with the options that differ shown, and HOW to go on
 same_or_refuse() {
   local file="$1" key="$2" what="$3" how="${4:-delete $(dirname "$1") to redo it, or use another name / --work-dir}"
-  if [[ -f "$file" && "$(cat "$file")" != "$key" ]]; then
-    echo "[$RECIPE] error: $what was made with other options:" >&2
-    diff <(sed 's/ --/\n--/g' "$file") <(printf '%s\n' "$key" | sed 's/ --/\n--/g') | grep '^[<>]' \
-      | sed 's/^</  before:/; s/^>/  now:   /' >&2 || true
+  local why
+  if ! why="$(printf '%s' "$key" | "${FRESHNESS[@]}" same-or-refuse "$file" "$what")"; then
+    echo "[$RECIPE] error: $why" >&2
     die "$how"
   fi
-  mkdir -p "$(dirname "$file")"
-  printf '%s\n' "$key" > "$file"
 }
 
 # same_code_or_refuse DIR WHAT ROOT... [--dist DIST...]: the model in DIR (its checkpoints)
@@ -216,9 +157,6 @@ same_code_or_refuse() {
   printf '%s\n' "$now" > "$dir/code"
   python "$REPO/examples/common/code_version.py" hash "$@" --manifest "$dir/code.manifest" > /dev/null
 }
-
-# data_key FILES...: sizes and modification times of the input files
-data_key() { stat -c '%n %s %Y' "$@" | tr '\n' ' '; }
 
 # train_key DATA_KEY FAIRSEQ_TRAIN_ARGS...: the key of a training (its `trained` marker)
 train_key() { local dkey="$1"; shift; printf 'options %s\ndata %s\n%s' "$(key_of "$@")" "$dkey" "$(code_train)"; }

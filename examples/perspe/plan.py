@@ -37,11 +37,11 @@ def main(argv=None):
     seeds = args.seeds.split()
     out = []
     seen, names = pt.gpus()
-    out.append(f"GPUs here: {seen} ({', '.join(sorted(set(names))) or 'none'}); each seed trains on GPUS={args.gpus} "
+    out.append(f"GPUs here: {seen} ({', '.join(sorted(set(names))) or 'none'}); each seed trains on --gpus {args.gpus} "
                f"(--distributed-world-size {args.gpus}): {args.max_tokens} tokens per GPU and step x "
                f"--update-freq {args.update_freq} x {args.gpus} GPU(s) = {args.batch} tokens per update")
     if seen and args.gpus > seen:
-        out.append(f"warning: GPUS={args.gpus} but only {seen} GPU(s) here: fairseq-train will fail")
+        out.append(f"warning: --gpus {args.gpus} but only {seen} GPU(s) here: fairseq-train will fail")
     if not seen:
         out.append("no GPU here: training would run on the CPU; the times below are for the GPU named")
     dict_path = os.path.join(args.work, "data-bin", "dict.ja.txt")
@@ -93,8 +93,8 @@ def main(argv=None):
         out.append(f"prepared data: about {pt.gb(data)} ({basis}: an estimate)")
     needed = data + kept_total + biggest + 50 * 1024 ** 2
     out.append(f"checkpoints still to be written: {pt.gb(kept_total)} (+{pt.gb(biggest)} while one is being saved)")
-    ok = pt.disk_verdict(needed, args.work, args.reserve, out, reserve_name="RESERVE",
-                         advice="free disk, choose another WORK, or plan fewer systems or SEEDS")
+    ok = pt.disk_verdict(needed, args.work, args.reserve, out,
+                         advice="free disk, choose another --work-dir, or plan fewer systems or --seeds")
     print("\n".join(out))
     return 0 if ok else 1
 

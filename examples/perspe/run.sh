@@ -14,38 +14,41 @@
 #   run.sh systems                  the paper's systems this recipe names, with the paper's BLEU
 #
 # The data (one of the three):
-#   ASPEC=DIR     the ASPEC-JE folder (train/train-1.txt, dev/dev.txt, test/test.txt);
-#                 ASPEC_TRAIN: its training files (default "train-1.txt", as the paper)
-#   IWSLT=DIR     IWSLT17 En-Ja as released (train.tags.en-ja.{en,ja}, IWSLT17.TED.*.en-ja.*.xml)
-#                 with JPARACRAWL=FILE (JParaCrawl's en-ja TSV) for Table 2: IWSLT17 train
-#                 cleaned with clean-corpus-n plus JPARACRAWL_PAIRS random JParaCrawl pairs
-#                 (default 4000000); IWSLT_DEV, IWSLT_TEST: the sets (default dev2010, tst2015)
-#   DATA=DIR      {train,dev,test}.{en,ja}, one sentence a line (small_parallel_enja, ...)
-# Settings (environment variables):
-#   PRESET        paper: the paper's setup (Transformer base, joint 16K SentencePiece,
-#                 shared embeddings; for GPUs); small: a 2+2-layer, 128-dim model for
-#                 small_parallel_enja on a CPU, with TABLE=1 (default: paper)
-#   TABLE         whose batch size: 2 or 3 (8192 tokens per update, default 3), 1 or 4 (2048)
-#   GPUS          GPUs fairseq-train will use (default 1)
-#   MAX_TOKENS    tokens per GPU and step (default: the whole batch); --update-freq is
-#                 BATCH / (GPUS x MAX_TOKENS) and must come out whole
-#   SEEDS         seeds per system (default "1 2 3"); eval and table report mean and spread
-#   VOCAB         joint SentencePiece vocabulary (default 16000 paper, 8000 small)
-#   MAX_UPDATE    updates (default 100000 paper, 2000 small)
-#   AVERAGE, BEAM, LENPEN  decoding: the last AVERAGE checkpoints averaged, beam, fairseq's
-#                 --lenpen (default 5, 4, 0.6 paper, as Vaswani et al.; 1, 5, 1.0 small)
-#   JA_SEGMENTED  1 if the Japanese has spaces between words, as small_parallel_enja:
-#                 they are removed (default 0)
-#   WORK          where everything goes (default: runs/perspe/<name of ASPEC, IWSLT or DATA>)
-#   RETRAIN       1: a seed trained with other options is deleted and trained again
-#                 (default: refuse and say what differs)
-#   ACCEPT_CODE   1: keep a trained seed across a change of the training code (recorded in
-#                 its code.accepted; default: refuse and name the changed files)
-#   RESERVE       GB of disk plan and all leave free (default 0)
-#   PERSPE_LOCK   if set, training and translation run under `flock $PERSPE_LOCK`
+#   --aspec DIR      the ASPEC-JE folder (train/train-1.txt, dev/dev.txt, test/test.txt);
+#                    --aspec-train: its training files (default "train-1.txt", as the paper)
+#   --iwslt DIR      IWSLT17 En-Ja as released (train.tags.en-ja.{en,ja}, IWSLT17.TED.*.en-ja.*.xml)
+#                    with --jparacrawl FILE (JParaCrawl's en-ja TSV) for Table 2: IWSLT17 train
+#                    cleaned with clean-corpus-n plus --jparacrawl-pairs random JParaCrawl pairs
+#                    (default 4000000); --iwslt-dev, --iwslt-test: the sets (default dev2010, tst2015)
+#   --data DIR       {train,dev,test}.{en,ja}, one sentence a line (small_parallel_enja, ...)
+# Settings:
+#   --preset P       paper: the paper's setup (Transformer base, joint 16K SentencePiece,
+#                    shared embeddings; for GPUs); small: a 2+2-layer, 128-dim model for
+#                    small_parallel_enja on a CPU, with --table 1 (default: paper)
+#   --table T        whose batch size: 2 or 3 (8192 tokens per update, default 3), 1 or 4 (2048)
+#   --gpus N         GPUs fairseq-train will use (default 1)
+#   --max-tokens N   tokens per GPU and step (default: the whole batch); --update-freq is
+#                    batch / (GPUs x max tokens) and must come out whole
+#   --seeds "S..."   seeds per system (default "1 2 3"); eval and table report mean and spread
+#   --vocab N        joint SentencePiece vocabulary (default 16000 paper, 8000 small)
+#   --max-update N   updates (default 100000 paper, 2000 small)
+#   --average N, --beam N, --lenpen X  decoding: the last N checkpoints averaged, beam,
+#                    fairseq's --lenpen (default 5, 4, 0.6 paper, as Vaswani et al.; 1, 5, 1.0 small)
+#   --ja-segmented 1 the Japanese has spaces between words, as small_parallel_enja: they
+#                    are removed (default 0)
+#   --work-dir DIR   where everything goes (default: runs/perspe/<name of the data folder>)
+#   --reserve GB     disk plan and all leave free (default 0)
+#   --lock FILE      training and translation run under `flock FILE`
+# Each flag may also be given as the environment variable its words name in capitals
+# (ASPEC, DATA, PRESET, TABLE, GPUS, MAX_TOKENS, SEEDS, ..., WORK for --work-dir,
+# PERSPE_LOCK for --lock); a flag wins over the variable. As in every recipe:
+#   RETRAIN=1        a seed trained with other options is deleted and trained again
+#                    (default: refuse and say what differs)
+#   ACCEPT_CODE=1    keep a trained seed across a change of the training code (recorded in
+#                    its code.accepted; default: refuse and name the changed files)
 #
 # NAME is a folder under $WORK/systems; OPTIONS after -- choose the system, e.g.
-#   run.sh train spe_perspe -- --encoder-pos spe --decoder-pos perspe --perturb-range 1
+#   run.sh --data DIR train spe_perspe -- --encoder-pos spe --decoder-pos perspe --perturb-range 1
 # Every step is keyed on its inputs, options and code (examples/common/recipe.sh,
 # "Freshness"): a finished step is skipped; a preparation stage whose input, setting or
 # code changed (or whose files were partly deleted) is made again; a seed's training
@@ -58,8 +61,17 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 RECIPE=perspe
 SPM_TOOL="$REPO/examples/common/spm_tool.py"  # shared with the other recipes
-usage() { sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n "2,$(grep -n '^set -euo' "$0" | cut -d: -f1)p" "$0" | sed '$d; s/^# \{0,1\}//'; }
 source "$REPO/examples/common/recipe.sh"
+
+# flags set the variables the environment may also set (a flag wins)
+declare -A OPTS=([--aspec]=ASPEC [--aspec-train]=ASPEC_TRAIN [--iwslt]=IWSLT [--jparacrawl]=JPARACRAWL
+  [--jparacrawl-pairs]=JPARACRAWL_PAIRS [--iwslt-dev]=IWSLT_DEV [--iwslt-test]=IWSLT_TEST [--data]=DATA
+  [--preset]=PRESET [--table]=TABLE [--gpus]=GPUS [--max-tokens]=MAX_TOKENS [--seeds]=SEEDS [--vocab]=VOCAB
+  [--max-update]=MAX_UPDATE [--average]=AVERAGE [--beam]=BEAM [--lenpen]=LENPEN [--ja-segmented]=JA_SEGMENTED
+  [--work-dir]=WORK [--reserve]=RESERVE [--lock]=PERSPE_LOCK)
+parse_options "$@"
+set -- "${POS[@]+"${POS[@]}"}"
 
 PRESET="${PRESET:-paper}"
 TABLE="${TABLE:-3}"
@@ -70,7 +82,7 @@ RESERVE="${RESERVE:-0}"
 case "$TABLE" in
   2|3) BATCH=8192 ;;
   1|4) BATCH=2048 ;;
-  *) echo "run.sh: TABLE must be 1, 2, 3 or 4, not $TABLE" >&2; exit 2 ;;
+  *) echo "run.sh: --table (TABLE) must be 1, 2, 3 or 4, not $TABLE" >&2; exit 2 ;;
 esac
 case "$PRESET" in
   paper)  # Vaswani et al. (2017) base, as the paper (see examples/perspe/README.md); the
@@ -92,15 +104,17 @@ case "$PRESET" in
            --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 --clip-norm 0.0
            --lr 0.002 --lr-scheduler inverse_sqrt --warmup-updates 400
            --save-interval-updates 1000 --keep-interval-updates 1 --log-interval 100) ;;
-  *) echo "run.sh: PRESET must be paper or small, not $PRESET" >&2; exit 2 ;;
+  *) echo "run.sh: --preset (PRESET) must be paper or small, not $PRESET" >&2; exit 2 ;;
 esac
-for v in GPUS MAX_UPDATE VOCAB AVERAGE BEAM; do check_number "$v" "${!v}" count "a whole number"; done
-check_number LENPEN "$LENPEN" positive "fairseq's length penalty"
-check_number RESERVE "$RESERVE" integer "the disk to leave free in GB"
+for v in GPUS MAX_UPDATE VOCAB AVERAGE BEAM; do
+  flag="--$(tr 'A-Z_' 'a-z-' <<< "$v")"; check_number "$flag ($v)" "${!v}" count "a whole number"
+done
+check_number "--lenpen (LENPEN)" "$LENPEN" positive "fairseq's length penalty"
+check_number "--reserve (RESERVE)" "$RESERVE" integer "the disk to leave free in GB"
 MAX_TOKENS="${MAX_TOKENS:-$(( BATCH / GPUS ))}"
 if (( MAX_TOKENS * GPUS > BATCH || BATCH % (MAX_TOKENS * GPUS) != 0 )); then
-  echo "run.sh: a batch of $BATCH tokens (TABLE=$TABLE) is not a whole number of steps of" \
-       "MAX_TOKENS=$MAX_TOKENS on GPUS=$GPUS; choose MAX_TOKENS dividing $(( BATCH / GPUS ))" >&2
+  echo "run.sh: a batch of $BATCH tokens (--table $TABLE) is not a whole number of steps of" \
+       "--max-tokens $MAX_TOKENS on --gpus $GPUS; choose --max-tokens dividing $(( BATCH / GPUS ))" >&2
   exit 2
 fi
 UPDATE_FREQ=$(( BATCH / (MAX_TOKENS * GPUS) ))
@@ -180,8 +194,8 @@ make_raw() {
     # shellcheck disable=SC2086  # a list of file names
     python "$HERE/aspec_to_text.py" --aspec "$ASPEC" --output "$WORK/raw" --train $ASPEC_TRAIN
   elif [[ "$SOURCE" == iwslt:* ]]; then
-    [[ -n "${JPARACRAWL:-}" ]] || die "IWSLT needs JPARACRAWL=FILE (JParaCrawl's en-ja TSV): the paper adds \
-$JPARACRAWL_PAIRS random JParaCrawl pairs (JPARACRAWL_PAIRS=0 for IWSLT17 alone)"
+    [[ -n "${JPARACRAWL:-}" ]] || die "--iwslt needs --jparacrawl FILE (JParaCrawl's en-ja TSV): the paper adds \
+$JPARACRAWL_PAIRS random JParaCrawl pairs (--jparacrawl-pairs 0 for IWSLT17 alone)"
     say "extracting IWSLT17 En-Ja ($IWSLT) and $JPARACRAWL_PAIRS random pairs of $JPARACRAWL"
     python "$HERE/iwslt_to_text.py" --iwslt "$IWSLT" --jparacrawl "$JPARACRAWL" --pairs "$JPARACRAWL_PAIRS" \
       --dev "$IWSLT_DEV" --test "$IWSLT_TEST" --output "$WORK/raw"
@@ -253,7 +267,7 @@ make_data-bin() {
 }
 
 prepare() {
-  [[ -n "$SOURCE" ]] || die "set ASPEC=DIR (ASPEC-JE), IWSLT=DIR with JPARACRAWL=FILE, or DATA=DIR \
+  [[ -n "$SOURCE" ]] || die "give --aspec DIR (ASPEC-JE), --iwslt DIR with --jparacrawl FILE, or --data DIR \
 ({train,dev,test}.{en,ja}); see examples/perspe/README.md"
   local t0=$SECONDS stage key did=0 why
   for stage in "${STAGES[@]}"; do
@@ -266,7 +280,7 @@ prepare() {
       case "$why" in
         "made with other source"|"made with other vocab")
           echo "[$RECIPE] error: $WORK/$stage was prepared with other settings:" >&2
-          diff <(_recorded "$WORK/$stage/.done") <(printf '%s\n' "$key") | grep '^[<>] \(source\|vocab\)' \
+          diff <(recorded "$WORK/$stage/.done") <(printf '%s\n' "$key") | grep '^[<>] \(source\|vocab\)' \
             | sed 's/^</  before:/; s/^>/  now:   /' >&2 || true
           die "use another WORK, or delete $WORK to prepare it again" ;;
       esac
@@ -284,7 +298,7 @@ prepared() {  # stop unless every stage is fresh
   local stage
   for stage in "${STAGES[@]}"; do
     fresh "$WORK/$stage/.done" "$(stage_key "$stage")" \
-      || die "$WORK/$stage is $(stale_reason "$WORK/$stage/.done" "$(stage_key "$stage")"): run prepare first (with the same ASPEC/IWSLT/DATA/WORK)"
+      || die "$WORK/$stage is $(stale_reason "$WORK/$stage/.done" "$(stage_key "$stage")"): run prepare first (with the same data and --work-dir)"
   done
 }
 
@@ -444,7 +458,7 @@ evaluate() {  # NAME: every trained, fresh seed of SEEDS (the others are named, 
     evaluate_seed "$name" "$seed"; scored=1
   done
   table "$name"
-  (( scored )) || die "$name: no trained seed of SEEDS=\"$SEEDS\" to score"
+  (( scored )) || die "$name: no trained seed of --seeds \"$SEEDS\" to score"
 }
 
 # plan [NAME...]: what the run will do and need (examples/perspe/plan.py)
@@ -467,15 +481,13 @@ case "$cmd" in
   plan) plan "$@" ;;
   prepare) prepare; say "prepared: $WORK/data-bin" ;;
   train)
-    [[ $# -ge 1 ]] || { usage; exit 2; }
-    name="$1"; shift; [[ "${1:-}" == -- ]] && shift
-    train "$name" "$@" ;;
+    [[ $# -eq 1 ]] || { usage; exit 2; }
+    train "$1" "${EXTRA[@]+"${EXTRA[@]}"}" ;;
   eval) [[ $# -eq 1 ]] || { usage; exit 2; }; prepare; evaluate "$1" ;;
   table) [[ $# -ge 1 ]] || { usage; exit 2; }; table "$@" ;;
   systems) { echo "NAME|paper table|paper BLEU|options"; echo "$SYSTEMS"; } | column -t -s'|' ;;
   all)
-    names=(); while [[ $# -gt 0 && "$1" != -- ]]; do names+=("$1"); shift; done
-    [[ "${1:-}" == -- ]] && { shift; EXTRA=("$@"); }
+    names=("$@")
     (( ${#names[@]} )) || names=(spe_spe spe_perspe)
     for name in "${names[@]}"; do system_options "$name"; done
     check_options "${EXTRA[@]+"${EXTRA[@]}"}"

@@ -126,14 +126,14 @@ def hours(seconds):
     return f"{seconds / 3600:.1f} h"
 
 
-def disk_verdict(needed, work, reserve_gb, lines, reserve_name="--reserve",
+def disk_verdict(needed, work, reserve_gb, lines,
                  advice="free disk, choose another --work-dir, or run fewer rows"):
     """Append the disk lines to ``lines``; True when ``needed`` bytes (still to be written)
-    fit into the free disk of ``work`` minus ``reserve_gb`` (the recipe's ``reserve_name``)."""
+    fit into the free disk of ``work`` minus ``reserve_gb`` (the recipe's --reserve)."""
     free = free_disk(work)
     room = free - reserve_gb * GB
     lines.append(f"disk: {gb(needed)} still to be written; {gb(free)} free on {work}'s file system"
-                 + (f", {reserve_gb} GB of it kept free ({reserve_name})" if reserve_gb else ""))
+                 + (f", {reserve_gb} GB of it kept free (--reserve)" if reserve_gb else ""))
     if needed > room:
         lines.append(f"error: the plan needs {gb(needed)} but only {gb(max(room, 0))} can be used: {advice}")
         return False
