@@ -256,6 +256,39 @@ def test_multi30k_says_how_many_pieces_sentencepiece_made(tmp_path):
     assert "of 8000 pieces" not in proc.stderr and "of at most 8000 pieces" in proc.stderr
 
 
+def test_the_wmt_recipe_reads_its_rows_as_data_by_field(tmp_path):
+    """examples/wmt14_en_de/rows.py: the protocol's rows (fairseq_luong/protocols/luong2015.py)
+    and RNNsearch, each field by name; `shell` is what run.sh's table evaluates, quoting and all."""
+    from fairseq_luong.protocols import luong2015
+
+    rows = [sys.executable, str(REPO / "examples" / "wmt14_en_de" / "rows.py")]
+    names = subprocess.run([*rows, "names"], capture_output=True, text=True, check=True).stdout.split()
+    assert names == [r.name for r in luong2015.ROWS] + ["rnnsearch"]
+    script = (f'eval "$({" ".join(rows)} shell t1_ensemble)"; '
+              'printf "%s\\n" "$ROW_MODELS" "$ROW_WHAT" "$ROW_PAPER_PPL" "$ROW_PAPER_AER" "$ROW_SPLIT" "$ROW_UNK"')
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[:6] == [" ".join(luong2015.ENSEMBLE), "Table 1: ensemble of 8 models + unk replace", "", "0.34",
+                       "test", "yes"]
+    field = subprocess.run([*rows, "field", "t2_ensemble", "split"], capture_output=True, text=True, check=True)
+    assert field.stdout == "test1\n"
+
+
+def test_the_perspe_recipe_and_the_study_train_the_papers_systems_as_the_protocol_writes_them():
+    """perSPE's systems are written once (fairseq_luong/protocols/oka2022.py): the recipe's
+    `systems` lists them, and the in-form study's two are the protocol's."""
+    import runpy
+
+    from fairseq_luong.protocols import oka2022
+
+    study = runpy.run_path(str(REPO / "examples" / "luong2015_in_form" / "study.py"), run_name="study")
+
+    for name, options in study["PERSPE_SYSTEMS"].items():
+        assert list(oka2022.BY_NAME[name].options) == options, name
+    listed = recipe("perspe", "systems").stdout.splitlines()
+    assert [line.split()[0] for line in listed[1:]] == [s.name for s in oka2022.SYSTEMS]
+    assert listed[3].endswith("  --encoder-pos spe --decoder-pos perspe --perturb-range 1 --perturb-unit phrase")
+
+
 @pytest.mark.parametrize("name,args,status,message", [
     ("multi30k_en_de", ["--minutes", "abc", "all"], 2,
      "run.sh: --minutes abc: give the training time of each system in minutes, a positive number such as 1.5"),

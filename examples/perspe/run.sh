@@ -130,19 +130,14 @@ WORK="${WORK:-$REPO/runs/perspe/${NAME_OF_DATA:-none}}"
 recipe_init
 train_launcher "$GPUS"  # several GPUs: torchrun starts one fairseq-train process per GPU
 
-# The paper's systems (encoder/decoder positions) and its BLEU (ASPEC En->Ja; Table 2:
-# IWSLT17 + JParaCrawl), as the paper reports them: NAME|table|paper BLEU|options
-SYSTEMS="spe_spe|3 (2)|41.0 (IWSLT: 8.5)|--encoder-pos spe --decoder-pos spe
-spe_none|3 (2)|40.9 (IWSLT: 8.4)|--encoder-pos spe --decoder-pos none
-spe_perspe|3 (2)|41.4 (IWSLT: 9.3)|--encoder-pos spe --decoder-pos perspe --perturb-range 1 --perturb-unit phrase
-none_spe|1|22.8|--encoder-pos none --decoder-pos spe
-rpe_rpe|1|39.1|--encoder-pos rpe --decoder-pos rpe
-spe_pertoken2|4|41.2|--encoder-pos spe --decoder-pos perspe --perturb-range 2 --perturb-unit token
-pertoken2_spe|4|37.4|--encoder-pos perspe --decoder-pos spe --perturb-range 2 --perturb-unit token
-pertoken2_pertoken2|4|23.7|--encoder-pos perspe --decoder-pos perspe --perturb-range 2 --perturb-unit token"
+# The paper's systems (encoder/decoder positions), the table and BLEU the paper reports
+# for each: fairseq_luong/protocols/oka2022.py
+SYSTEMS_PY=(python -m fairseq_luong.protocols.oka2022)
+mapfile -t SYSTEM_NAMES < <("${SYSTEMS_PY[@]}" names)
+is_system() { local n; for n in "${SYSTEM_NAMES[@]}"; do [[ "$n" == "$1" ]] && return 0; done; return 1; }
 system_options() {  # system_options NAME: OPTIONS=(the named system's options), or die
-  local line; line="$(grep "^$1|" <<< "$SYSTEMS")" || die "unknown system '$1' (bash $0 systems)"
-  read -r -a OPTIONS <<< "$(cut -d'|' -f4 <<< "$line")"
+  is_system "$1" || die "unknown system '$1' (bash $0 systems)"
+  mapfile -t OPTIONS < <("${SYSTEMS_PY[@]}" options "$1")
 }
 
 # The lock the study's benchmark holds around heavy steps (training, translation)
@@ -201,7 +196,7 @@ $JPARACRAWL_PAIRS random JParaCrawl pairs (--jparacrawl-pairs 0 for IWSLT17 alon
       --dev "$IWSLT_DEV" --test "$IWSLT_TEST" --output "$WORK/raw"
   else
     for split in train dev test; do for lang in en ja; do
-      need_file "$DATA/$split.$lang" "DATA must hold {train,dev,test}.{en,ja} (see examples/perspe/README.md)"
+      need_file "$DATA/$split.$lang" "--data must hold {train,dev,test}.{en,ja} (see examples/perspe/README.md)"
       cp "$DATA/$split.$lang" "$WORK/raw/$split.$lang"
     done; done
   fi
@@ -466,7 +461,7 @@ plan() {
   local names=("$@") name spec=""
   (( ${#names[@]} )) || names=(spe_spe spe_perspe)
   for name in "${names[@]}"; do
-    if [[ "$(grep -c "^$name|" <<< "$SYSTEMS")" == 1 ]]; then system_options "$name"; else OPTIONS=(); fi
+    if is_system "$name"; then system_options "$name"; else OPTIONS=(); fi
     seed_args "$name" 1 "${OPTIONS[@]+"${OPTIONS[@]}"}" "${EXTRA[@]+"${EXTRA[@]}"}"
     spec+="system	$name	$(key_of "${ARGS[@]}")"$'\n'
   done
@@ -485,7 +480,7 @@ case "$cmd" in
     train "$1" "${EXTRA[@]+"${EXTRA[@]}"}" ;;
   eval) [[ $# -eq 1 ]] || { usage; exit 2; }; prepare; evaluate "$1" ;;
   table) [[ $# -ge 1 ]] || { usage; exit 2; }; table "$@" ;;
-  systems) { echo "NAME|paper table|paper BLEU|options"; echo "$SYSTEMS"; } | column -t -s'|' ;;
+  systems) "${SYSTEMS_PY[@]}" list ;;
   all)
     names=("$@")
     (( ${#names[@]} )) || names=(spe_spe spe_perspe)

@@ -116,21 +116,17 @@ model_flags() {
 }
 
 ENSEMBLE="$("${PROTOCOL[@]}" ensemble)"
-# rows: NAME|models|unk replacement|paper ppl|paper BLEU|what|paper AER (Table 6)|test split
-# (test = newstest2014, test1 = newstest2015), the protocol's, and RNNsearch beside them
-ROWS="$("${PROTOCOL[@]}" rows)
-rnnsearch|rnnsearch|no|||RNNsearch-50 (Bahdanau et al. 2014) with the same data and evaluation|-|test"
-
-row_field() {  # row_field ROW N
-  local line; line="$(grep "^$1|" <<< "$ROWS")" || die "unknown row '$1' (bash $0 rows)"
-  cut -d'|' -f"$2" <<< "$line"
-}
-row_models() { row_field "$1" 2 | tr , ' '; }
+# the rows of the table, as data: examples/wmt14_en_de/rows.py (the protocol's rows of
+# Tables 1, 2, 4 and 6, and RNNsearch beside them); fields by name
+ROWS_PY=(python "$HERE/rows.py")
+mapfile -t ROW_NAMES < <("${ROWS_PY[@]}" names)
+row_field() { "${ROWS_PY[@]}" field "$1" "$2" || die "unknown row '$1' (bash $0 rows)"; }  # row_field ROW FIELD
+row_models() { row_field "$1" models; }
 # check_row ROW: stop unless ROW is a row of the table (called before any work: a `die`
 # inside $(...) would only end that subshell)
 check_row() {
   local r
-  while IFS='|' read -r r _; do [[ "$r" == "$1" ]] && return 0; done <<< "$ROWS"
+  for r in "${ROW_NAMES[@]}"; do [[ "$r" == "$1" ]] && return 0; done
   die "unknown row '$1' (bash $0 rows)"
 }
 all_models() {  # the models of ROWs, each once
@@ -241,10 +237,10 @@ model_state() {
 declare -A GEN_OF=() BIN_OF=()
 row_outputs() {
   local row="$1" m unk dir="$WORK/rows/$1"
-  PATHS="" OUTS=() SPLIT="$(row_field "$row" 8)"
+  PATHS="" OUTS=() SPLIT="$(row_field "$row" split)"
   for m in $(row_models "$row"); do PATHS+="${PATHS:+:}$WORK/systems/$m/model.pt"; done
   REF="$SRC_DIR/${SPLIT_FILE[$SPLIT]}.de"
-  unk="$(row_field "$row" 3)"
+  unk="$(row_field "$row" unk)"
   local gen=(--gen-subset "$SPLIT" --beam "$BEAM" --batch-size 32 --max-len-a 1.5 --max-len-b 10
              "${GEN_EXTRA[@]+"${GEN_EXTRA[@]}"}")
   if [[ "$unk" != yes ]]; then
@@ -271,7 +267,7 @@ to train a stale model again, ACCEPT_CODE=1 to keep it across a code change)"
   done
   row_outputs "$row"
   mkdir -p "$WORK/rows/$row"
-  [[ -s "$SRC_DIR/$DICT" ]] || [[ "$(row_field "$row" 3)" == no ]] \
+  [[ -s "$SRC_DIR/$DICT" ]] || [[ "$(row_field "$row" unk)" == no ]] \
     || say "$row: no $SRC_DIR/$DICT: unk replacement copies the attended source word (the release's dictionary: $URL/$DICT)"
   for out in "${OUTS[@]}"; do
     [[ "${BIN_OF[$out]}" == "$RAW" ]] && raw_test
@@ -345,10 +341,10 @@ evaluate_row() {
   local row="$1" dir="$WORK/rows/$1" out ref m models
   prepared_wmt
   # the untokenized reference first: a wrong one stops the run before any translation
-  ref="$(raw_reference "$(row_field "$row" 8)" fetch)"
+  ref="$(raw_reference "$(row_field "$row" split)" fetch)"
   translate_row "$row"
   models="$(row_models "$row")"
-  if [[ -n "$(row_field "$row" 4)" && "$models" != *" "* ]]; then
+  if [[ -n "$(row_field "$row" paper_ppl)" && "$models" != *" "* ]]; then
     # Tables 1 and 4: perplexity on newstest2014 (the paper's); newstest2013's beside it
     validate_model "$models" "$BIN" --subset test "${VALIDATE[@]}"
     validate_model "$models" "$BIN" --subset valid "${VALIDATE[@]}"
@@ -439,9 +435,9 @@ device ${DEVICE[*]:-cpu}"
 # (status 1) when the disk cannot hold it
 plan() {
   local rows=("$@") r m spec=""
-  (( ${#rows[@]} )) || mapfile -t rows < <(cut -d'|' -f1 <<< "$ROWS")
+  (( ${#rows[@]} )) || rows=("${ROW_NAMES[@]}")
   for r in "${rows[@]}"; do check_row "$r"; done
-  for r in "${rows[@]}"; do spec+="row	$r	$(row_models "$r" | tr ' ' ,)	$(row_field "$r" 6)"$'\n'; done
+  for r in "${rows[@]}"; do spec+="row	$r	$(row_models "$r" | tr ' ' ,)	$(row_field "$r" what)"$'\n'; done
   for m in $(all_models "${rows[@]}"); do
     model_args "$m"
     spec+="model	$m	$(key_of "${TRAIN_ARGS[@]}" "${EXTRA[@]+"${EXTRA[@]}"}")"$'\n'
@@ -455,7 +451,7 @@ plan() {
 # table: every row's fresh results beside the paper's; a result whose model, data,
 # options or code changed since it was made is not printed, and the notes say why
 table() {
-  local row models pppl pbleu what paer split notes=() m
+  local row models pppl pbleu paer split notes=() m
   mkdir -p "$WORK"
   local fresh_data=0; fresh "$BIN/.done" "$(prepare_key)" 2>/dev/null && fresh_data=1
   (( fresh_data )) || notes+=("no prepared data (or stale): nothing is fresh (bash $0 prepare)")
@@ -463,7 +459,9 @@ table() {
   {
     printf '| row | models | test set | paper ppl | paper BLEU | ppl (newstest2014) | valid ppl (newstest2013) | tokenized BLEU | +unk | sacreBLEU (detok) | paper AER | AER |\n'
     printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
-    while IFS='|' read -r row models _ pppl pbleu what paer split; do
+    for row in "${ROW_NAMES[@]}"; do
+      eval "$("${ROWS_PY[@]}" shell "$row")"  # ROW_MODELS, ROW_PAPER_PPL, ... (quoted)
+      models="${ROW_MODELS// /,}" pppl="$ROW_PAPER_PPL" pbleu="$ROW_PAPER_BLEU" paer="$ROW_PAPER_AER" split="$ROW_SPLIT"
       local d="$WORK/rows/$row" ppl="-" vppl="-" aer="-" tok="-" unk="-" sb="-" sb_plain="" sb_unk="" why="" ok=1
       if (( fresh_data )); then
         for m in ${models//,/ }; do
@@ -499,7 +497,7 @@ table() {
       [[ -n "$why" ]] && notes+=("$row: $why")
       printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$row" "${models//,/ }" \
         "${SPLIT_FILE[$split]}" "${pppl:--}" "${pbleu:--}" "$ppl" "$vppl" "$tok" "$unk" "${sb:--}" "$paer" "$aer"
-    done <<< "$ROWS"
+    done
     echo
     echo "Only results made from the current data, models, options and code are shown (\`bash $0 table\`, $(date -u '+%F'))."
     if (( ${#notes[@]} )); then echo; echo "Missing:"; printf -- '- %s\n' "${notes[@]}"; fi
@@ -530,7 +528,7 @@ case "$cmd" in
   translate) [[ $# -eq 1 ]] || { usage; exit 2; }; check_row "$1"; device_flags; translate_row "$1" ;;
   eval) [[ $# -eq 1 ]] || { usage; exit 2; }; check_row "$1"; device_flags; evaluate_row "$1" ;;
   all)
-    rows=("$@"); [[ ${#rows[@]} -gt 0 ]] || mapfile -t rows < <(cut -d'|' -f1 <<< "$ROWS")
+    rows=("$@"); [[ ${#rows[@]} -gt 0 ]] || rows=("${ROW_NAMES[@]}")
     for r in "${rows[@]}"; do check_row "$r"; done
     device_flags
     plan "${rows[@]}"
@@ -539,7 +537,7 @@ case "$cmd" in
     for r in "${rows[@]}"; do evaluate_row "$r"; done
     table ;;
   table) device_flags; table ;;
-  rows) cut -d'|' -f1,2,6 <<< "$ROWS" | column -t -s'|' ;;
+  rows) "${ROWS_PY[@]}" list ;;
   time-epoch) [[ $# -eq 1 ]] || { usage; exit 2; }; check_row "$1"; device_flags; time_epoch "$1" ;;
   *) usage; exit 2 ;;
 esac
