@@ -19,7 +19,6 @@ import torch
 from fairseq_luong.modules.attention_scores import ConcatScore, DotScore, GeneralScore, LocationScore
 from fairseq_luong.modules.luong_attention import LocalMAttention, LocalPAttention
 
-
 # --------------------------------------------------------------------- scores
 
 

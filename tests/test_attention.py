@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from fairseq_luong.errors import ConfigError
 from fairseq_luong.modules.attention_scores import (
     ConcatScore,
     DotScore,
@@ -21,7 +22,6 @@ from fairseq_luong.modules.luong_attention import (
     masked_softmax,
     predictive_alignment,
 )
-from fairseq_luong.errors import ConfigError
 
 torch.manual_seed(0)
 B, T, S, H, C = 3, 5, 7, 6, 4

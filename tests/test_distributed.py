@@ -11,8 +11,8 @@ import torch
 from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from fairseq_luong.fairseq_patches import distributed, precision
 from fairseq_luong.errors import UserError
+from fairseq_luong.fairseq_patches import distributed, precision
 from tests.helpers import USER_DIR, bin_path, run
 
 N_UPDATES = 6

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from fairseq_luong.data import japanese_chunker
-from fairseq_luong.data.chunk_projection import ProjectionError, main as project_main, with_eos
+from fairseq_luong.data.chunk_projection import ProjectionError, with_eos
+from fairseq_luong.data.chunk_projection import main as project_main
 from fairseq_luong.data.chunk_projection import project_chunks as project
 from fairseq_luong.data.japanese_chunker import ChunkerError, JapaneseChunker
 from fairseq_luong.data.japanese_chunker import main as chunk_main

@@ -22,7 +22,6 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 from fairseq_luong.data.text import read_lines
 from fairseq_luong.protocols import bahdanau2014, luong2015
 
-
 # ---------------------------------------------------------------------------------
 # The protocol (Luong et al. 2015, section 4.1: fairseq_luong/protocols/luong2015.py) at
 # small scale. What differs from the paper's, and why:

@@ -27,7 +27,6 @@ import statistics
 import sys
 from pathlib import Path
 
-
 COMPARED = ("hypotheses and the raw reference, both normalised by "
             "fairseq_luong.data.text.normalize_line (NFKC, control/format characters, "
             "spacing), tokenised by sacreBLEU ja-mecab (MeCab + IPADIC)")

@@ -29,8 +29,9 @@ _NO_ATTENTION = ("the model has no attention (luong_base, --no-attention; fairse
 def load_ensemble(paths: str, data: str, source_lang: Optional[str] = None,
                   target_lang: Optional[str] = None):
     """``paths`` "a.pt:b.pt" -> (models in eval mode, task) with the dictionaries in ``data``."""
-    import fairseq_luong  # noqa: F401  (models, safe checkpoint loading)
     from fairseq import checkpoint_utils
+
+    import fairseq_luong  # noqa: F401  (models, safe checkpoint loading)
 
     overrides = {"data": data}
     if source_lang:

@@ -22,8 +22,8 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
 
-from ..modules.perspe_sinusoidal_positional_embedding import phrase_offsets, token_phrase_ids
 from ..errors import ConfigError
+from ..modules.perspe_sinusoidal_positional_embedding import phrase_offsets, token_phrase_ids
 
 logger = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from fairseq import checkpoint_utils
 
-from .patching import wrap_once
 from ..errors import UserError
+from .patching import wrap_once
 
 
 class CheckpointLoadError(UserError):

@@ -16,8 +16,8 @@ import functools
 from fairseq import checkpoint_utils
 from omegaconf import DictConfig
 
-from .patching import wrap_once
 from ..errors import UserError
+from .patching import wrap_once
 
 
 def _has_setting(cfg, key):

@@ -14,12 +14,12 @@ from fairseq.models import (
     register_model_architecture,
 )
 
+from ..errors import ConfigError
 from ..modules.attention_scores import build_score
 from ..modules.luong_attention import build_attention
 from ..modules.luong_decoder import LuongDecoder
 from ..modules.luong_encoder import LuongEncoder
 from ..modules.luong_init import build_embeddings, init_uniform_
-from ..errors import ConfigError
 from ..protocols import luong2015
 
 ATTENTION_TYPE_CHOICES = ChoiceEnum(["global", "local_m", "local_p"])

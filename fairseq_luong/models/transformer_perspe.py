@@ -27,7 +27,6 @@ import logging
 from typing import Any, Dict, List, Optional
 
 import torch
-
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
@@ -40,6 +39,7 @@ from fairseq.models.transformer import base_architecture as transformer_base_arc
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
+from ..errors import ConfigError
 from ..modules.perspe_sinusoidal_positional_embedding import (
     PerturbedSinusoidalPositionalEmbedding,
 )
@@ -48,7 +48,6 @@ from ..modules.relative_position_bias import (
     RelativePositionDecoderLayer,
     RelativePositionEncoderLayer,
 )
-from ..errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

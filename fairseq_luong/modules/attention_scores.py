@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from .luong_init import Linear
 from ..errors import ConfigError
+from .luong_init import Linear
 
 
 class AttentionScore(nn.Module):

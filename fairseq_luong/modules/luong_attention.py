@@ -24,9 +24,9 @@ import torch.nn as nn
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from ..errors import ConfigError
 from .attention_scores import AttentionScore
 from .luong_init import Linear
-from ..errors import ConfigError
 
 
 class SourceMemory(NamedTuple):

@@ -34,11 +34,11 @@ import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 from torch import Tensor
 
+from ..errors import ConfigError
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
 from .recurrent_decoder import RecurrentDecoder
 from .row_schedule import RowSchedule
-from ..errors import ConfigError
 
 
 def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:

@@ -32,13 +32,13 @@ import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 from torch import Tensor
 
+from ..errors import ConfigError
 from .attention_scores import ConcatScore
 from .bahdanau_gru import GRU, gru_update
 from .luong_attention import GlobalAttention
 from .luong_init import Linear
 from .recurrent_decoder import RecurrentDecoder
 from .row_schedule import RowSchedule
-from ..errors import ConfigError
 
 
 def maxout(x: Tensor, pieces: int) -> Tensor:

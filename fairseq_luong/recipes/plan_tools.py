@@ -30,10 +30,10 @@ def count_parameters(models, src_vocab, tgt_vocab, joined=False, src="en", tgt="
 
     logging.disable(logging.INFO)  # fairseq's INFO lines would bury the plan
     import torch
-
-    import fairseq_luong  # noqa: F401  (the archs)
     from fairseq import options, tasks
     from fairseq.data import Dictionary
+
+    import fairseq_luong  # noqa: F401  (the archs)
 
     counts = {}
     with tempfile.TemporaryDirectory() as d:

@@ -15,8 +15,8 @@ where each path wins, and each system's time relative to global attention.
 
 Usage: python scripts/bench/benchmark_attention.py [--lengths 15 21 42 84 400 1600] [--hidden 256]
 """
-import contextlib
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile

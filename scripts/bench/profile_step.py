@@ -11,9 +11,8 @@ import argparse
 import os
 import time
 
-import torch
-
 import benchmark_speed as bench
+import torch
 
 GEMM = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::matmul"}
 

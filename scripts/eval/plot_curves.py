@@ -28,8 +28,8 @@ def main(argv=None):
     parser.add_argument("--png", required=True, help="output PNG")
     args = parser.parse_args(argv)
 
-    from fairseq_luong.analysis.text_files import named_files
     from fairseq_luong.analysis.plots import plot_panels
+    from fairseq_luong.analysis.text_files import named_files
     from fairseq_luong.analysis.training_log import read_training_log, wall_seconds
 
     def x_of(log, record, x):

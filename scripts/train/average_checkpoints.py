@@ -20,11 +20,11 @@ import re
 import sys
 
 import torch
+from fairseq import checkpoint_utils
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
 import fairseq_luong  # noqa: F401  (checkpoint allowlist, clear load errors)
-from fairseq import checkpoint_utils
 from fairseq_luong.errors import UserError
 
 PATTERNS = {
