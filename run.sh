@@ -54,7 +54,7 @@ done
 # tests/test_learning.py, which checks that these settings still learn.
 TRAIN_OPTIONS=(--arch "$ARCH"
   --encoder-embed-dim 128 --encoder-hidden-size 128 --decoder-embed-dim 128 --decoder-hidden-size 128
-  --encoder-bidirectional --init-uniform 0 --share-all-embeddings --dropout 0.1
+  --encoder-bidirectional --no-input-feed --init-uniform 0 --share-all-embeddings --dropout 0.1
   --optimizer adam --lr 0.003 --clip-norm 1.0 --max-tokens 3000
   --criterion fused_label_smoothed_cross_entropy --label-smoothing 0.1)
 if (( PRINT )); then printf '%s\n' "${TRAIN_OPTIONS[@]}"; exit 0; fi
@@ -62,6 +62,8 @@ if (( PRINT )); then printf '%s\n' "${TRAIN_OPTIONS[@]}"; exit 0; fi
 source "$REPO/scripts/setup.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}" PYTHONWARNINGS=ignore
 mkdir -p "$WORK"
+# inside the current folder, paths print relative to it (work_dir/raw/..., as the README shows)
+case "$(cd "$WORK" && pwd)/" in "$PWD"/*) WORK="$(realpath --relative-to=. "$WORK")" ;; esac
 T0=$(date +%s)
 
 if [[ -z "$TRAINPREF" ]]; then

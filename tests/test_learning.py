@@ -91,29 +91,34 @@ def train_and_translate(root, name, options, updates, generate=(), translations=
 
 
 # Measured (seed 1, one thread, beam 5, 200 test sentences) on the project's machine:
-# run.sh's settings reach BLEU 17.9 / 60.6 / 87.0 / 96.9 after 150 / 200 / 250 / 300 updates; the
-# old run.sh settings (--init-uniform 0.1, unidirectional encoder) reach 2.9 / 7.0 after 200 / 300.
-MAIN_UPDATES, MAIN_THRESHOLD = 200, 30
-# --print-alignment links that point at the source partner of a lexicon word (alignment_accuracy):
-# run.sh's settings 0.65 after 200 updates, 0.81 after 300; local-p 0.81 after 300; with uniform
-# attention local-p's are 0.164.
+# run.sh's settings (bidirectional encoder, no input feeding) reach BLEU 96.2 / 99.1 and link
+# 0.990 / 0.997 of the lexicon words to their source partner after 200 / 300 updates. With
+# input feeding (run.sh before 2026-11-26) they reached BLEU 60.6 and 0.65 after 200 updates:
+# the fed context tells the decoder what comes next, so attention need not look at the word it
+# translates (checked to fail both thresholds). The old run.sh settings (--init-uniform 0.1,
+# unidirectional encoder) reached BLEU 2.9 / 7.0 after 200 / 300.
+MAIN_UPDATES, MAIN_THRESHOLD, MAIN_ALIGNMENT = 200, 80, 0.95
+# --print-alignment links that point at the source partner of a lexicon word (alignment_accuracy)
+# for the other families: local-p 0.81 after 300 updates; with uniform attention local-p's are 0.164.
 ALIGNMENT_THRESHOLD = 0.5
 
 
-def test_main_job_settings_learn(numbers):
-    """luong_global_general with exactly what `bash run.sh` trains with."""
+def test_main_job_settings_learn_and_align(numbers):
+    """luong_global_general with exactly what `bash run.sh` trains with: it translates, and its
+    --print-alignment links each number word to the word it translates (the demo shows them)."""
     bleu, accuracy, _ = train_and_translate(numbers, "main", main_job_options(), updates=MAIN_UPDATES)
     assert bleu > MAIN_THRESHOLD, bleu
-    assert accuracy > ALIGNMENT_THRESHOLD, accuracy
+    assert accuracy >= MAIN_ALIGNMENT, accuracy
 
 
-# luong_localp with run.sh's settings: BLEU 5.6 / 38.0 / 64.0 after 200 / 250 / 300 updates.
+# luong_localp with run.sh's settings and input feeding (the paper's local-p): BLEU 5.6 / 38.0 /
+# 64.0 after 200 / 250 / 300 updates (without input feeding 10.7 / - / 60.1, alignment 0.28).
 LOCALP_UPDATES, LOCALP_THRESHOLD = 300, 35
 
 
 def test_local_p_learns(numbers):
-    """luong_localp (eq. 9-10 on the general score) with the main job's settings."""
-    options = main_job_options()
+    """luong_localp (eq. 9-10 on the general score, input feeding) with the main job's settings."""
+    options = [o for o in main_job_options() if o != "--no-input-feed"]
     options[options.index("--arch") + 1] = "luong_localp"
     bleu, accuracy, _ = train_and_translate(numbers, "localp", options, updates=LOCALP_UPDATES)
     assert bleu > LOCALP_THRESHOLD, bleu
