@@ -20,7 +20,7 @@ import sys
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from fairseq_luong.data.text import read_lines
-from fairseq_luong.protocols import bahdanau2014, luong2015
+from fairseq_luong.protocols import bahdanau2014, luong2015, oka2022
 
 # ---------------------------------------------------------------------------------
 # The protocol (Luong et al. 2015, section 4.1: fairseq_luong/protocols/luong2015.py) at
@@ -105,9 +105,8 @@ ENSEMBLE = [("m30k_global_location_feed", 1), ("m30k_global_dot_feed", 1), ("m30
 AER_SYSTEMS = ["kftt_global_location_feed", "kftt_localm_general_feed", "kftt_localp_general_feed"]
 FIG2_SYSTEMS = [("RNNsearch", "kftt_rnnsearch"), ("RNNencdec (luong_base)", "kftt_base_dropout"),
                 ("global (location)", "kftt_global_location_feed"), ("local-p (general)", "kftt_localp_general_feed")]
-PERSPE_SYSTEMS = {"spe_spe": ["--encoder-pos", "spe", "--decoder-pos", "spe"],
-                  "spe_perspe": ["--encoder-pos", "spe", "--decoder-pos", "perspe", "--perturb-range", "1",
-                                 "--perturb-unit", "phrase"]}
+# perSPE's SPE/SPE and SPE/perSPE (k = 1, per phrase), as fairseq_luong/protocols/oka2022.py writes them
+PERSPE_SYSTEMS = {name: list(oka2022.BY_NAME[name].options) for name in ("spe_spe", "spe_perspe")}
 PERSPE_SEEDS = (1, 2, 3)
 
 
