@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Systems of Oka et al. (2022) on small_parallel_enja over several seeds: mean and spread.
 
-Runs the recipe examples/perspe/run.sh with PRESET=small TABLE=1 (a
+Runs the recipe examples/perspe/run.sh with --preset small --table 1 (a
 2+2-layer, 128-dim Transformer with shared embeddings on a joint 8000-piece
 SentencePiece vocabulary, 2048-token batches, for a CPU): prepare the data once, train each
 system once per seed with the same data, model and budget, translate the
@@ -23,20 +23,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fairseq_luong.protocols import oka2022
+
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "examples" / "perspe" / "run.sh"
 
-# encoder/decoder positions, as in Oka et al. (2022), Tables 1, 3 and 4
-SYSTEMS = {
-    "spe/spe": ["--encoder-pos", "spe", "--decoder-pos", "spe"],
-    "spe/perspe": ["--encoder-pos", "spe", "--decoder-pos", "perspe",
-                   "--perturb-range", "1", "--perturb-unit", "phrase"],
-    "spe/perspe-token2": ["--encoder-pos", "spe", "--decoder-pos", "perspe",
-                          "--perturb-range", "2", "--perturb-unit", "token"],
-    "spe/none": ["--encoder-pos", "spe", "--decoder-pos", "none"],
-    "none/spe": ["--encoder-pos", "none", "--decoder-pos", "spe"],
-    "rpe/rpe": ["--encoder-pos", "rpe", "--decoder-pos", "rpe"],
-}
+# encoder/decoder positions, as in Oka et al. (2022), Tables 1-4 (fairseq_luong/protocols/oka2022.py),
+# named ENCODER/DECODER: spe/spe, spe/perspe, spe/pertoken2, ...
+SYSTEMS = {s.name.replace("_", "/", 1): list(s.options) for s in oka2022.SYSTEMS}
 
 
 def main(argv=None):
@@ -64,23 +58,23 @@ def main(argv=None):
     if not (Path(args.data) / "train.ja").exists():
         sys.exit(f"benchmark_perspe.py: error: {args.data}/train.ja not found")
 
-    env = dict(os.environ, DATA=args.data, WORK=args.work, PRESET="small", TABLE="1", JA_SEGMENTED="1",
-               MAX_UPDATE=str(args.max_update), SEEDS=" ".join(args.seeds.split(",")),
-               PERSPE_LOCK=args.lock)
+    env = dict(os.environ)
+    flags = ["--data", args.data, "--work-dir", args.work, "--preset", "small", "--table", "1", "--ja-segmented", "1",
+             "--max-update", str(args.max_update), "--seeds", " ".join(args.seeds.split(",")), "--lock", args.lock]
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in env.get("PATH", "").split(os.pathsep):
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
 
     def run(*words):
-        print(f"+ {' '.join(['run.sh', *words])}", file=sys.stderr)
-        subprocess.run(["bash", str(RUN), *words], env=env, check=True)
+        print(f"+ {' '.join(['run.sh', *flags, *words])}", file=sys.stderr)
+        subprocess.run(["bash", str(RUN), *flags, *words], env=env, check=True)
 
     dirs = [name.replace("/", "_") for name in names]
     run("prepare")
     for name, sdir in zip(names, dirs):
         run("train", sdir, "--", *SYSTEMS[name])
         run("eval", sdir)
-    print(f"\nsmall_parallel_enja test (500 sentences), run.sh PRESET=small TABLE=1, "
+    print(f"\nsmall_parallel_enja test (500 sentences), run.sh --preset small --table 1, "
           f"{args.max_update} updates, beam 5, last checkpoint\n")
     sys.stdout.flush()
     run("table", *dirs)
