@@ -52,9 +52,9 @@ def file_sha1(path: str) -> str:
 
 
 def covered_files(path: str) -> List[str]:
-    """The files a stamp over PATH covers, named as ``find`` names them from inside a
-    folder (``./sub/file``), in C-locale order; a file covers itself (``[]`` for a folder
-    with none, ``None`` for a path that does not exist)."""
+    """The files a stamp over the folder PATH covers, named as ``find`` names them from
+    inside it (``./sub/file``), in C-locale order (``[]`` for a folder with none); ``None``
+    when PATH is not a folder (a file stands for itself, a missing path for nothing)."""
     if os.path.isdir(path):
         found = []
         for root, _dirs, files in os.walk(path):
