@@ -1,46 +1,63 @@
 #!/usr/bin/env python3
 """Training and translation speed against fairseq's built-in ``lstm``, side by side.
 
-On real data (Multi30k En-De, SentencePiece 8K joint vocabulary, shared embeddings,
-``--max-tokens 4000``), in ONE run and alternating the systems, for each model size:
+In ONE run and alternating the systems, for each model size and precision:
 
-* training: target tokens/s over the same batches (label-smoothed cross entropy,
-  forward + backward + Adam step), and the process's peak resident memory; fairseq
-  ``lstm`` trains with fairseq's ``label_smoothed_cross_entropy``, our models with
-  ``fused_label_smoothed_cross_entropy`` (same loss, output layer fused in), and
-  ``luong_global_general+fairseq_loss`` shows our model with fairseq's criterion, to
-  separate what the decoder gains from what the criterion gains;
-* translation: sentences/s with fairseq's SequenceGenerator (beam 5, batch 64) on the
-  test set, every hypothesis forced to the same length so that untrained models do
-  equal work;
+* training: target tokens/s over the same batches, each update fairseq's own
+  ``Trainer.train_step`` as ``fairseq-train`` runs it (label-smoothed cross entropy,
+  forward + backward + Adam step; ``--fp16``/``--bf16`` with fairseq's master weights and
+  loss scaling), and peak memory; fairseq ``lstm`` trains with fairseq's
+  ``label_smoothed_cross_entropy``, our models with ``fused_label_smoothed_cross_entropy``
+  (same loss, output layer fused in), and ``luong_global_general+fairseq_loss`` shows our
+  model with fairseq's criterion, to separate what the decoder gains from what the
+  criterion gains;
+* translation: sentences/s with fairseq's SequenceGenerator (beam 5) on the test set,
+  every hypothesis forced to the same length so that untrained models do equal work,
+  the models halved (``--fp16``) or in bfloat16 (``--bf16``) as fairseq-generate has them;
 
 for fairseq ``lstm`` (the reference: Luong global-general attention with input
 feeding), ``luong_global_general`` (same sizes), the same without input feeding and
 ``luong_localp``, ``rnnsearch`` (one bidirectional GRU layer; its ratio is to fairseq's
-``lstm`` with one bidirectional encoder layer and one decoder layer, ``lstm_bi1``), and
-upper bounds from ``speed_bounds.py`` (``bound_feed``: a training
+``lstm`` with one bidirectional encoder layer and one decoder layer, ``lstm_bi1``), and,
+on the CPU, upper bounds from ``speed_bounds.py`` (``bound_feed``: a training
 step or beam step costing only the encoder, the output layer, the search and the GEMMs
 the recurrence forces; ``bound_no_feed``: the same training without input feeding;
-``bound_free_decoder``: beam search with a decoder that costs nothing): their ratio is
-the most any implementation could reach here. Each measurement runs in a fresh process
+``bound_free_decoder``: beam search with a decoder that costs nothing; float32 only):
+their ratio is the most any implementation could reach here. Each measurement runs in a fresh process
 (so peak memory is per system); the table shows medians of ``--repeats`` alternating
-repetitions, each system's ratio to ``lstm``, and the achieved fraction of this machine's
-matrix-multiply peak (measured here with a large float32 GEMM; model FLOPs counted
-analytically per target token, training = 3 x forward).
+repetitions, each system's ratio to ``lstm`` of the same size and precision, and the
+achieved fraction of the device's matrix-multiply peak in that precision (a large GEMM
+measured here; model FLOPs counted analytically per target token, training = 3 x forward).
+
+Data (``--shape``):
+  multi30k  Multi30k En-De (``--data``), SentencePiece 8K joint vocabulary, shared
+            embeddings, ``--max-tokens 4000``; beam search in batches of 64
+  paper     Luong et al.'s shape, synthetic (written here, nothing to download): a 50K
+            joint vocabulary (``--vocab``), batches of 128 sentences of 25-35 words,
+            beam search in batches of 128, hypotheses of 30 tokens; sizes default to 4x1000
+
+Devices (``--device``): ``cpu`` (the default) or ``cuda`` (device 0). On CUDA the clock is
+read after ``torch.cuda.synchronize()``, peak memory is ``torch.cuda.max_memory_allocated``
+and the GPU is named in the table. ``--busy`` (on by default on CUDA) adds the share of
+wall time the device is busy, from a ``torch.profiler`` trace of ``--busy-steps`` extra
+updates and one extra beam batch: on CUDA the time kernels run, on the CPU the time
+inside torch operators (``bench_device.py``). The bounds are CPU-only.
 
 Usage: python scripts/bench/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
+       [--device cuda] [--precisions float32 fp16 bf16] [--shape paper] [--busy]
        [--before PATH]   # also each of our systems from the checkout at PATH, as NAME@before
-This takes long (about 55 min with the options docs/speed.md gives); it is a benchmark, not a test.
+This takes long (about 55 min on the CPU with the options docs/speed.md gives); it is a
+benchmark, not a test.
 """
 import argparse
 import json
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
-import time
+
+from bench_device import DTYPES, DeviceClock, busy_fraction, commit, gemm_peak
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/bench/..
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "multi30k_en_de")
@@ -94,6 +111,26 @@ def size_flags(name, layers, hidden):
 # ---------------------------------------------------------------- data
 
 
+# the batches of each --shape: fairseq's --max-tokens / --batch-size in training, the beam
+# search's batch of sentences and its forced hypothesis length, the sizes run by default
+SHAPES = {
+    "multi30k": {"max_tokens": 4000, "max_sentences": None, "gen_batch": 64, "out_len": 20,
+                 "sizes": ["2x256", "4x1000"]},
+    "paper": {"max_tokens": None, "max_sentences": 128, "gen_batch": 128, "out_len": 30,
+              "sizes": ["4x1000"]},
+}
+PAPER_LENGTHS = (25, 35)  # words per source sentence (uniform), EOS not counted
+BUSY_MEANS = {"cuda": "the GPU runs kernels", "cpu": "the CPU is inside torch operators"}
+WARMUP = 2  # untimed updates (and one untimed beam batch) before the clock starts
+
+
+def shape_flags(shape):
+    """fairseq's batch options of a --shape (the workers parse them)."""
+    spec = SHAPES[shape]
+    return (["--max-tokens", str(spec["max_tokens"])] if spec["max_tokens"] else []) + \
+        (["--batch-size", str(spec["max_sentences"])] if spec["max_sentences"] else [])
+
+
 def prepare_data(data, work):
     """SentencePiece 8K joint model, encoded splits, fairseq-preprocess (cached)."""
     bin_dir = os.path.join(work, "bin")
@@ -132,97 +169,159 @@ def prepare_data(data, work):
     return bin_dir
 
 
+def make_paper_shape(work, vocab, n_train, n_test, seed=1):
+    """Luong et al.'s shape, synthetic: a joint dictionary of ``vocab`` symbols (fairseq's
+    four specials among them), source sentences of 25-35 words drawn from a Zipf
+    distribution over the words, each target 0-3 words shorter or longer; fairseq's binary
+    format, cached by its parameters."""
+    bin_dir = os.path.join(work, f"paper_v{vocab}_train{n_train}_test{n_test}_seed{seed}")
+    done = os.path.join(bin_dir, "done")
+    if os.path.exists(done):
+        return bin_dir
+    import numpy as np
+    import torch
+    from fairseq.data import Dictionary, indexed_dataset
+
+    d = Dictionary()
+    for i in range(vocab - len(d)):
+        d.add_symbol(f"w{i}", n=vocab - i)  # decreasing counts: the Zipf rank order
+    os.makedirs(bin_dir, exist_ok=True)
+    for lang in ("en", "de"):
+        d.save(os.path.join(bin_dir, f"dict.{lang}.txt"))
+    rng = np.random.default_rng(seed)
+    words = np.arange(d.nspecial, len(d))
+    p = 1.0 / np.arange(1, len(words) + 1)  # Zipf: frequency ~ 1 / rank
+    p /= p.sum()
+    for split, n in (("train", n_train), ("test", n_test)):
+        src_len = rng.integers(PAPER_LENGTHS[0], PAPER_LENGTHS[1] + 1, n)  # n
+        tgt_len = src_len + rng.integers(-3, 4, n)  # n
+        for lang, lengths in (("en", src_len), ("de", tgt_len)):
+            prefix = os.path.join(bin_dir, f"{split}.en-de.{lang}")
+            builder = indexed_dataset.make_builder(prefix + ".bin", "mmap", vocab_size=len(d))
+            tokens = rng.choice(words, int(lengths.sum()), p=p)  # every sentence's words, concatenated
+            start = 0
+            for length in lengths:
+                sentence = list(tokens[start:start + length]) + [d.eos()]  # length + 1 (EOS)
+                builder.add_item(torch.tensor(sentence, dtype=torch.int64))
+                start += length
+            builder.finalize(prefix + ".idx")
+    with open(done, "w", encoding="utf-8") as f:
+        f.write(f"{vocab} {n_train} {n_test} {seed}\n")
+    return bin_dir
+
+
 # ---------------------------------------------------------------- workers
 
 
 PLUGIN_REPO = REPO  # the checkout whose fairseq_luong a worker loads (--before: another one)
+PRECISION_FLAGS = {"float32": [], "fp16": ["--fp16"], "bf16": ["--bf16"]}
 
 
-def load(bin_dir, arch, flags, criterion=FAIRSEQ_LOSS):
+def load(spec, criterion=FAIRSEQ_LOSS):
+    """fairseq's config, task and model of a worker's system, built as fairseq-train builds them."""
     from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    argv = [bin_dir, "--user-dir", os.path.join(PLUGIN_REPO, "fairseq_luong"), "--task", "translation",
-            "--arch", arch, *flags, "--max-tokens", "4000", "--criterion",
-            criterion, "--label-smoothing", "0.1", "--seed", "1"]
-    args = options.parse_args_and_arch(options.get_training_parser(), argv)
-    task = tasks.setup_task(args)
+    argv = [spec["bin"], "--user-dir", os.path.join(PLUGIN_REPO, "fairseq_luong"), "--task", "translation",
+            "--arch", spec["arch"], *spec["flags"], *shape_flags(spec["shape"]), "--criterion", criterion,
+            "--label-smoothing", "0.1", "--seed", "1", "--optimizer", "adam", "--lr", "0.001",
+            "--distributed-world-size", "1", "--num-workers", "0", *PRECISION_FLAGS[spec["precision"]],
+            *(["--cpu"] if spec["device"] == "cpu" else [])]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    try:  # what fairseq-train's call_main does with the plugin: --bf16 / --fp16 made runnable
+        from fairseq_luong.fairseq_patches.precision import fix_precision_flags
+    except ImportError:  # a --before checkout older than that patch
+        pass
+    else:
+        fix_precision_flags(cfg)
     import torch
 
+    task = tasks.setup_task(cfg.task)
     torch.manual_seed(1)
-    model = task.build_model(args)
-    return args, task, model
+    return cfg, task, task.build_model(cfg.model)
 
 
-def setup_training(bin_dir, arch, flags, criterion, n_batches):
-    """The model, its criterion, an Adam optimizer and the first ``n_batches`` training
-    batches (the same for every system); ``criterion`` None (a bound row): the fused one."""
-    import torch
-
-    args, task, model = load(bin_dir, arch, flags, criterion or FUSED_LOSS)
-    criterion = task.build_criterion(args)
-    task.load_dataset("train")
-    itr = task.get_batch_iterator(task.dataset("train"), max_tokens=4000, seed=1,
-                                  max_positions=(1024, 1024), ignore_invalid_inputs=True)
-    batches = itr.next_epoch_itr(shuffle=True)
-    samples = [next(batches) for _ in range(n_batches)]
-    model.train()
-    return model, criterion, torch.optim.Adam(model.parameters(), lr=1e-3), samples
-
-
-def train_step(model, criterion, opt, sample):
-    loss, _, _ = criterion(model, sample)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
+def batches(task, spec, split, n, max_sentences=None, multiple=8, shuffle=True):
+    """The first ``n`` batches of ``split`` (the same for every system)."""
+    shape = SHAPES[spec["shape"]]
+    task.load_dataset(split)
+    itr = task.get_batch_iterator(task.dataset(split), max_tokens=shape["max_tokens"],
+                                  max_sentences=max_sentences or shape["max_sentences"], seed=1,
+                                  max_positions=(1024, 1024), ignore_invalid_inputs=True,
+                                  required_batch_size_multiple=multiple)
+    out = []
+    for sample in itr.next_epoch_itr(shuffle=shuffle):
+        if len(out) == n:
+            break
+        out.append(sample)
+    return out
 
 
-def worker_train(bin_dir, arch, flags, criterion, updates, warmup, bound=False):
-    model, criterion, opt, samples = setup_training(bin_dir, arch, flags, criterion,
-                                                    warmup + updates)
-    if bound:
+def worker_train(spec):
+    """Target tokens/s of fairseq's Trainer.train_step over ``updates`` batches after WARMUP."""
+    from fairseq.trainer import Trainer
+
+    clock = DeviceClock(spec["device"])
+    cfg, task, model = load(spec, spec["criterion"] or FUSED_LOSS)
+    criterion = task.build_criterion(cfg.criterion)
+    n, n_busy = spec["updates"], spec["busy_steps"]
+    samples = batches(task, spec, "train", WARMUP + n + n_busy)
+    timed, profiled = samples[WARMUP:WARMUP + n], samples[WARMUP + n:]
+    if spec["bound"]:  # the CPU only (main refuses bounds on CUDA)
         from speed_bounds import train_gemm_bound
 
-        return {"tokens_per_s": train_gemm_bound(model, samples[warmup:], model.decoder.input_feed),
-                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    tokens, elapsed = 0, 0.0
-    for i, sample in enumerate(samples):
-        t0 = time.perf_counter()
-        train_step(model, criterion, opt, sample)
-        if i >= warmup:
-            elapsed += time.perf_counter() - t0
-            tokens += sample["ntokens"]
-    return {"tokens_per_s": tokens / elapsed,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        model.train()
+        return {"tokens_per_s": train_gemm_bound(model, timed, model.decoder.input_feed),
+                "peak_mb": clock.peak_mb()}
+    trainer = Trainer(cfg, task, model, criterion)  # moves and converts the model as fairseq-train
+    trainer.begin_epoch(1)
+    for sample in samples[:WARMUP]:
+        trainer.train_step([sample])
+    t0 = clock.now()
+    for sample in timed:
+        trainer.train_step([sample])
+    elapsed = clock.now() - t0
+    result = {"tokens_per_s": sum(s["ntokens"] for s in timed) / elapsed, "peak_mb": clock.peak_mb()}
+    if n_busy:
+        result["busy"] = busy_fraction(clock, lambda: [trainer.train_step([s]) for s in profiled])
+    return result
 
 
-def worker_generate(bin_dir, arch, flags, sentences, out_len, bound=False):
+def worker_generate(spec):
+    """Beam-5 sentences/s of fairseq's SequenceGenerator over about ``sentences`` test sentences,
+    after one batch of warm-up (profiled again for --busy)."""
     import torch
+    from fairseq import utils
     from fairseq.sequence_generator import SequenceGenerator
 
-    args, task, model = load(bin_dir, arch, flags)
-    if bound:
+    clock = DeviceClock(spec["device"])
+    _, task, model = load(spec)
+    if spec["bound"]:  # the CPU only
         from speed_bounds import generate_search_bound
 
-        model = generate_search_bound(model, decoder_gemms=bound == "gemms")
+        model = generate_search_bound(model, decoder_gemms=spec["bound"] == "gemms")
+    if spec["precision"] != "float32":  # fairseq-generate halves models for --fp16, the plugin
+        model.to(DTYPES[spec["precision"]])  # converts them to bfloat16 for --bf16
+    model.to(spec["device"])
     model.eval()
     model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
-    task.load_dataset("test")
-    itr = task.get_batch_iterator(task.dataset("test"), max_sentences=64, max_positions=(1024, 1024),
-                                  ignore_invalid_inputs=True, required_batch_size_multiple=1)
     gen = SequenceGenerator([model], task.target_dictionary, beam_size=5,
-                            max_len_a=0, max_len_b=out_len, min_len=out_len)
-    done, elapsed = 0, 0.0
+                            max_len_a=0, max_len_b=spec["out_len"], min_len=spec["out_len"])
+    samples = batches(task, spec, "test", 1 + -(-spec["sentences"] // spec["gen_batch"]),
+                      max_sentences=spec["gen_batch"], multiple=1, shuffle=False)
+    if spec["device"] == "cuda":
+        samples = [utils.move_to_cuda(s) for s in samples]
+    warm, timed = samples[0], samples[1:]
     with torch.no_grad():
-        for i, sample in enumerate(itr.next_epoch_itr(shuffle=False)):
-            if done >= sentences:
-                break
-            t0 = time.perf_counter()
+        gen.forward(warm)
+        t0 = clock.now()
+        for sample in timed:
             gen.forward(sample)
-            if i > 0:  # the first batch warms up
-                elapsed += time.perf_counter() - t0
-                done += sample["nsentences"]
-    return {"sentences_per_s": done / elapsed,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        elapsed = clock.now() - t0
+        result = {"sentences_per_s": sum(s["nsentences"] for s in timed) / elapsed, "peak_mb": clock.peak_mb()}
+        if spec["busy_steps"]:
+            result["busy"] = busy_fraction(clock, lambda: gen.forward(warm))
+    return result
 
 
 # ---------------------------------------------------------------- FLOPs
@@ -245,19 +344,6 @@ def flops_per_target_token(arch_name, layers, hidden, vocab, src_per_tgt, src_le
     out = 2 * H * vocab
     return enc + dec + attn + out
 
-
-def gemm_peak(threads):
-    import torch
-
-    torch.set_num_threads(threads)
-    a, b = torch.randn(4096, 4096), torch.randn(4096, 4096)
-    a @ b
-    times = []
-    for _ in range(8):
-        t0 = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t0)
-    return 2 * 4096**3 / min(times) / 1e9  # a peak: the best of 8
 
 
 def data_stats(bin_dir):
@@ -305,22 +391,45 @@ def run_worker(kind, bin_dir, name, layers, hidden, opts):
                           capture_output=True, text=True,
                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
     if proc.returncode != 0:
-        raise SystemExit(f"error: worker {kind} {name} {layers}x{hidden} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"error: worker {kind} {name} {layers}x{hidden} {opts['precision']} failed:\n"
+                         f"{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=DEFAULT_DATA, help="Multi30k En-De raw text folder")
+def run_worker_main(spec):
+    import torch
+
+    global PLUGIN_REPO
+    PLUGIN_REPO = spec["repo"]
+    torch.set_num_threads(spec["threads"])
+    res = worker_train(spec) if spec["kind"] == "train" else worker_generate(spec)
+    print(json.dumps(res))
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=DEFAULT_DATA, help="Multi30k En-De raw text folder (--shape multi30k)")
     parser.add_argument("--work", default=os.path.join(REPO, "work_dir", "bench_speed"))
-    parser.add_argument("--sizes", nargs="+", default=["2x256", "4x1000"], help="LAYERSxHIDDEN")
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    parser.add_argument("--shape", choices=list(SHAPES), default="multi30k",
+                        help="multi30k: real data; paper: Luong et al.'s shape, synthetic")
+    parser.add_argument("--vocab", type=int, default=50000, help="joint vocabulary of --shape paper")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: device 0")
+    parser.add_argument("--precisions", nargs="+", choices=list(DTYPES), default=["float32"],
+                        help="fairseq's float32, --fp16, --bf16: each a block of the table")
+    parser.add_argument("--sizes", nargs="+", help="LAYERSxHIDDEN (default: the shape's)")
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS),
+                        help="default: all (without the CPU-only bounds on CUDA)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--updates", type=int, nargs="+", default=[12, 4],
-                        help="timed training updates per size (after 2 warm-up updates)")
+                        help=f"timed training updates per size (after {WARMUP} warm-up updates)")
     parser.add_argument("--gen-sentences", type=int, nargs="+", default=[384, 128],
                         help="test sentences translated per size")
-    parser.add_argument("--out-len", type=int, default=20, help="forced hypothesis length")
+    parser.add_argument("--out-len", type=int, help="forced hypothesis length (default: the shape's)")
+    parser.add_argument("--gen-batch", type=int, help="sentences per beam-search batch (default: the shape's)")
+    parser.add_argument("--busy", action=argparse.BooleanOptionalAction,
+                        help="also the share of wall time the device is busy (default: on CUDA)")
+    parser.add_argument("--busy-steps", type=int, default=2, help="updates profiled for --busy")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--skip-train", action="store_true", help="translation columns only")
     parser.add_argument("--before", metavar="PATH",
@@ -329,89 +438,126 @@ def main(argv=None):
                         "alternated with the others in the same run")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
     if args.worker:
-        import torch
+        return args
+    import torch
 
-        spec = json.loads(args.worker)
-        global PLUGIN_REPO
-        PLUGIN_REPO = spec["repo"]
-        torch.set_num_threads(spec["threads"])
-        if spec["kind"] == "train":
-            res = worker_train(spec["bin"], spec["arch"], spec["flags"], spec["criterion"],
-                               spec["updates"], 2, bound=spec["bound"])
-        else:
-            res = worker_generate(spec["bin"], spec["arch"], spec["flags"], spec["sentences"],
-                                  spec["out_len"], bound=spec["bound"])
-        print(json.dumps(res))
-        return
-
+    if args.systems is None:
+        args.systems = [n for n in SYSTEMS if args.device == "cpu" or n not in BOUNDS]
+    elif args.device == "cuda" and set(args.systems) & set(BOUNDS):
+        parser.error(f"--systems {' '.join(sorted(set(args.systems) & set(BOUNDS)))}: the bounds time this "
+                     "machine's CPU kernels (speed_bounds.py); run them with --device cpu")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device here")
+    args.sizes = args.sizes or SHAPES[args.shape]["sizes"]
+    for size in args.sizes:
+        if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", size):
+            parser.error(f"--sizes {size}: LAYERSxHIDDEN, e.g. 4x1000")
+    args.out_len = args.out_len or SHAPES[args.shape]["out_len"]
+    args.gen_batch = args.gen_batch or SHAPES[args.shape]["gen_batch"]
+    args.busy_steps = args.busy_steps if (args.device == "cuda" if args.busy is None else args.busy) else 0
     if args.before:
         if not os.path.isdir(os.path.join(args.before, "fairseq_luong")):
-            raise SystemExit(f"error: --before {args.before}: no fairseq_luong/ there")
+            parser.error(f"--before {args.before}: no fairseq_luong/ there")
         args.systems = [x for n in args.systems
                         for x in ([n, n + "@before"] if n not in BOUNDS
                                   and has_arch(args.before, SYSTEMS[n][0]) else [n])]
-    bin_dir = prepare_data(args.data, args.work)
+    return args
+
+
+def main(argv=None):
+    args = parse(argv)
+    if args.worker:
+        return run_worker_main(json.loads(args.worker))
+    import torch
+
+    if args.shape == "paper":
+        batch = SHAPES["paper"]["max_sentences"]
+        bin_dir = make_paper_shape(args.work, args.vocab, batch * (WARMUP + max(args.updates) + args.busy_steps + 1),
+                                   args.gen_batch * (1 + -(-max(args.gen_sentences) // args.gen_batch)))
+    else:
+        bin_dir = prepare_data(args.data, args.work)
     vocab, src_per_tgt, src_len = data_stats(bin_dir)
-    peak = gemm_peak(args.threads)
-    print(f"# GEMM peak at start {peak:.0f} GFLOP/s (4096^3 float32, {args.threads} threads, best "
-          f"of 8, measured again after each size: % GEMM peak uses the best); vocab {vocab}; "
-          f"{src_per_tgt:.2f} source tokens per target token; medians of {args.repeats} "
-          f"alternating repetitions", flush=True)
-    print("| size | system | loss | train tok/s | ratio | ratio range | train peak MB | "
-          "% GEMM peak | beam-5 sent/s | ratio | ratio range | gen peak MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    clock = DeviceClock(args.device)
+    peaks = {p: gemm_peak(clock, DTYPES[p], args.threads) for p in args.precisions}
+    busy = args.busy_steps > 0
+    print(f"# device {clock.name(args.threads)}, torch {torch.__version__}, commit {commit()}; shape {args.shape}: "
+          f"vocab {vocab}, {src_per_tgt:.2f} source tokens per target token; medians of {args.repeats} "
+          f"alternating repetitions; GEMM peak at start (GFLOP/s, best of 8, measured again after each size: "
+          f"% GEMM peak uses the best) " + show(peaks)
+          + (f"; busy: the share of wall time {BUSY_MEANS[args.device]} over {args.busy_steps} profiled "
+             "updates / one beam batch" if busy else ""), flush=True)
+    columns = ["size", "precision", "system", "loss", "train tok/s", "ratio", "ratio range", "train peak MB",
+               "% GEMM peak"] + (["train busy"] if busy else []) + \
+        ["beam-5 sent/s", "ratio", "ratio range", "gen peak MB"] + (["gen busy"] if busy else [])
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
     for k, size in enumerate(args.sizes):
         layers, hidden = (int(x) for x in size.split("x"))
         updates = args.updates[min(k, len(args.updates) - 1)]
         sentences = args.gen_sentences[min(k, len(args.gen_sentences) - 1)]
-        train = {n: [] for n in args.systems}
-        gen = {n: [] for n in args.systems}
-        for _ in range(args.repeats):
-            for name in args.systems:  # alternate the systems
-                if not args.skip_train and base_name(name) not in GEN_ONLY:
-                    train[name].append(run_worker("train", bin_dir, name, layers, hidden,
-                                                  {"updates": updates, "threads": args.threads,
-                                                   "before": args.before}))
-                if base_name(name) not in TRAIN_ONLY:
-                    gen[name].append(run_worker("generate", bin_dir, name, layers, hidden,
-                                                {"sentences": sentences, "out_len": args.out_len,
-                                                 "threads": args.threads, "before": args.before}))
+        for precision in args.precisions:
+            common = {"threads": args.threads, "before": args.before, "device": args.device,
+                      "precision": precision, "shape": args.shape, "busy_steps": args.busy_steps}
+            # the bounds are float32 (speed_bounds.py times this machine's float32 kernels)
+            systems = [n for n in args.systems if precision == "float32" or n not in BOUNDS]
+            train = {n: [] for n in systems}
+            gen = {n: [] for n in systems}
+            for _ in range(args.repeats):
+                for name in systems:  # alternate the systems
+                    if not args.skip_train and base_name(name) not in GEN_ONLY:
+                        train[name].append(run_worker("train", bin_dir, name, layers, hidden,
+                                                      {"updates": updates, **common}))
+                    if base_name(name) not in TRAIN_ONLY:
+                        gen[name].append(run_worker("generate", bin_dir, name, layers, hidden,
+                                                    {"sentences": sentences, "out_len": args.out_len,
+                                                     "gen_batch": args.gen_batch, **common}))
+            again = gemm_peak(clock, DTYPES[precision], args.threads)
+            peaks[precision] = again and max(peaks[precision], again)
+            for name in systems:
+                print(f"| {size} | {precision} | {name} | "
+                      + row_cells(name, train, gen, busy, layers, hidden, vocab, src_per_tgt, src_len,
+                                  peaks[precision]) + " |", flush=True)
+    print("# GEMM peak, best seen (GFLOP/s): " + show(peaks))
 
-        peak = max(peak, gemm_peak(args.threads))  # again after the size: the best seen
 
-        def med(runs, key):
-            return statistics.median(r[key] for r in runs)
+def show(peaks):
+    return ", ".join(f"{p} {v:.0f}" if v else f"{p} - (no fast GEMM kernel on the CPU)" for p, v in peaks.items())
 
-        def spread(runs, key, base):
-            """min-max over repetitions of each repetition's ratio to lstm's same repetition"""
-            ratios = [r[key] / b[key] for r, b in zip(runs, base)]
-            return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
-        for name in args.systems:
-            ref = REFERENCE.get(base_name(name), "lstm")
-            if train[name]:
-                tps = med(train[name], "tokens_per_s")
-                flops = flops_per_target_token(base_name(name), layers, hidden, vocab, src_per_tgt, src_len)
-                ref = REFERENCE.get(base_name(name), "lstm")
-                training = (f"{tps:.0f} | {tps / med(train[ref], 'tokens_per_s'):.2f} | "
-                            f"{spread(train[name], 'tokens_per_s', train[ref])} | "
-                            f"{med(train[name], 'peak_mb'):.0f} | "
-                            + (f"{100 * tps * 3 * flops / 1e9 / peak:.0f}%" if flops else "-"))
-            else:
-                training = "- | | | | "
-            if gen[name]:
-                sps = med(gen[name], "sentences_per_s")
-                generation = (f"{sps:.1f} | {sps / med(gen[ref], 'sentences_per_s'):.2f} | "
-                              f"{spread(gen[name], 'sentences_per_s', gen[ref])} | "
-                              f"{med(gen[name], 'peak_mb'):.0f}")
-            else:
-                generation = "(same model) | | | "
-            loss = ("(bound)" if name in BOUNDS
-                    else {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[base_name(name)][2]])
-            print(f"| {size} | {name} | {loss} | {training} | {generation} |", flush=True)
-    print(f"# GEMM peak, best seen: {peak:.0f} GFLOP/s")
+def row_cells(name, train, gen, busy, layers, hidden, vocab, src_per_tgt, src_len, peak):
+    """One system's cells: medians over the repetitions, ratios to its reference system."""
+    def med(runs, key):
+        return statistics.median(r[key] for r in runs)
+
+    def spread(runs, key, base):
+        """min-max over repetitions of each repetition's ratio to the reference's same repetition"""
+        ratios = [r[key] / b[key] for r, b in zip(runs, base)]
+        return f"{min(ratios):.2f}-{max(ratios):.2f}"
+
+    def busy_cell(runs):
+        return [f"{100 * med(runs, 'busy'):.0f}%"] if busy else []
+
+    ref = REFERENCE.get(base_name(name), "lstm")
+    if train[name]:
+        tps = med(train[name], "tokens_per_s")
+        flops = flops_per_target_token(base_name(name), layers, hidden, vocab, src_per_tgt, src_len)
+        bound = name in BOUNDS
+        training = [f"{tps:.0f}", f"{tps / med(train[ref], 'tokens_per_s'):.2f}",
+                    spread(train[name], "tokens_per_s", train[ref]), f"{med(train[name], 'peak_mb'):.0f}",
+                    f"{100 * tps * 3 * flops / 1e9 / peak:.0f}%" if flops and peak else "-"] + \
+            (["-"] if busy and bound else busy_cell(train[name]))
+    else:
+        training = ["-"] + [""] * (4 + busy)
+    if gen[name]:
+        sps = med(gen[name], "sentences_per_s")
+        generation = [f"{sps:.1f}", f"{sps / med(gen[ref], 'sentences_per_s'):.2f}",
+                      spread(gen[name], "sentences_per_s", gen[ref]), f"{med(gen[name], 'peak_mb'):.0f}"] + \
+            busy_cell(gen[name])
+    else:
+        generation = ["(same model)"] + [""] * (3 + busy)
+    loss = "(bound)" if name in BOUNDS else {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[base_name(name)][2]]
+    return " | ".join([loss] + training + generation)
 
 
 if __name__ == "__main__":

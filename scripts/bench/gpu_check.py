@@ -17,20 +17,31 @@ it compared:
   perSPE       --task translation_chunks trains through fairseq's pinned-memory loader
   multi-GPU    with several GPUs: two processes under torchrun (nccl), 64 + 64 sentences
 
+Then the speed table: scripts/bench/benchmark_speed.py on the same device, fairseq's lstm
+against our models side by side in one run, training and beam-5 translation in float32,
+--fp16 and --bf16, at Luong et al.'s shape (4 x 1000, a 50K vocabulary, 128 sentences of
+about 30 words; synthetic), with the share of wall time the GPU is busy. --speed gives its
+options instead (--speed none: no speed table).
+
 On a machine without CUDA, --device cuda says so in one line and checks nothing. The
-table also goes to --out as JSON, with the GPU's name, torch's version and the commit.
-The speed table is scripts/bench/benchmark_speed.py's.
+tables also go to --out as JSON, with the GPU's name, torch's version and the commit.
 """
 import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
 
+from bench_device import commit
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_DIR = os.path.join(REPO, "fairseq_luong")
+# benchmark_speed.py's options for the speed table (--device and --work are gpu_check's)
+SPEED = ("--shape paper --sizes 4x1000 --precisions float32 fp16 bf16 --repeats 1 --updates 20 "
+         "--gen-sentences 512 --systems lstm luong_global_general luong_global_general_no_feed")
 
 
 def bin_path(name):
@@ -185,6 +196,22 @@ class Checks:
                  f"exit status {status}, backend nccl named in the log: {'nccl' in out}")
 
 
+    def speed(self):
+        """benchmark_speed.py's table on the device: its rows, and the command that made it."""
+        if self.args.speed == "none":
+            return None
+        cmd = [sys.executable, os.path.join(REPO, "scripts", "bench", "benchmark_speed.py"),
+               *shlex.split(self.args.speed), "--device", self.args.device, "--work", self.path("speed")]
+        status, out = run(cmd, self.path("speed.log"))
+        table = [line for line in out.splitlines() if line.startswith(("| ", "|---", "# "))]
+        ok = status == 0 and any(line.startswith("| ") and " lstm " in line for line in table)
+        self.add("speed table (benchmark_speed.py)", ok,
+                 f"{sum(line.startswith('| ') for line in table) - 1} rows below" if ok
+                 else f"failed: {self.path('speed.log')}")
+        return {"command": " ".join(shlex.quote(os.path.relpath(c, REPO) if c.startswith(REPO) else c)
+                                    for c in cmd[1:]), "table": table}
+
+
 def run_train_chunks(checks):
     h = str(checks.args.size)
     status, out = run([bin_path("fairseq-train"), checks.path("bin"), "--user-dir", USER_DIR, "--arch",
@@ -207,6 +234,8 @@ def main(argv=None):
                         "gpu_check.json goes there")
     parser.add_argument("--updates", type=int, default=300, help="updates of each training")
     parser.add_argument("--size", type=int, default=128, help="units of the models (2 layers)")
+    parser.add_argument("--speed", default=SPEED, help=f"benchmark_speed.py's options (default: {SPEED}); "
+                        "none: no speed table")
     args = parser.parse_args(argv)
     import torch
 
@@ -215,8 +244,7 @@ def main(argv=None):
               "checks with the CPU standing in for the GPU")
         return 0
     os.makedirs(args.out, exist_ok=True)
-    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "?"
+    revision = commit()
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU (standing in for a GPU)"
     t0 = time.time()
     checks = Checks(args)
@@ -226,12 +254,16 @@ def main(argv=None):
     checks.fused_fp16()
     checks.perspe()
     checks.several()
-    header = f"device {device}, torch {torch.__version__}, commit {commit}, {time.time() - t0:.0f} s"
+    speed = checks.speed()
+    header = f"device {device}, torch {torch.__version__}, commit {revision}, {time.time() - t0:.0f} s"
     print(f"| check | result | numbers |  ({header})\n|---|---|---|")
     for row in checks.rows:
         print(f"| {row['check']} | {row['result']} | {row['numbers']} |")
+    if speed:
+        print(f"\nspeed: python {speed['command']}\n" + "\n".join(speed["table"]))
     with open(os.path.join(args.out, "gpu_check.json"), "w", encoding="utf-8") as f:
-        json.dump({"device": device, "torch": torch.__version__, "commit": commit, "rows": checks.rows}, f, indent=1)
+        json.dump({"device": device, "torch": torch.__version__, "commit": revision, "rows": checks.rows,
+                   "speed": speed}, f, indent=1)
     return 1 if any(row["result"] == "FAIL" for row in checks.rows) else 0
 
 

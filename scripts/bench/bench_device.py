@@ -1,0 +1,127 @@
+"""Timing, peak memory and busy time on the device a benchmark runs on (the CPU or CUDA).
+
+A GPU runs kernels after the host has queued them: a clock read without waiting for
+the device measures the queueing, not the work. ``DeviceClock.now`` synchronises first.
+Peak memory is the process's resident peak on the CPU (``ru_maxrss``) and the caching
+allocator's peak on CUDA (``torch.cuda.max_memory_allocated``: tensors, not the CUDA
+context). ``busy_fraction`` is the share of a profiled stretch of wall time the device
+was executing: on CUDA the union of kernel, memcpy and memset intervals in a
+``torch.profiler`` trace; on the CPU, standing in, the union of torch operator intervals
+(what is not covered is Python, fairseq and waiting). ``commit`` names the code a number
+belongs to.
+"""
+import json
+import os
+import resource
+import subprocess
+import tempfile
+import time
+
+import torch
+
+DTYPES = {"float32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# trace categories that are the device working (torch.profiler's chrome trace)
+BUSY_CATEGORIES = {"cuda": {"kernel", "gpu_memcpy", "gpu_memset"}, "cpu": {"cpu_op"}}
+
+
+class DeviceClock:
+    """The clock, memory and name of one device: "cpu" or "cuda" (device 0)."""
+
+    def __init__(self, device):
+        if device not in BUSY_CATEGORIES:
+            raise ValueError(f"device {device!r}: cpu or cuda")
+        self.device = device
+
+    def sync(self):
+        """Wait until the device has finished what was queued."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def now(self):
+        """Seconds, read after the device has finished (perf_counter)."""
+        self.sync()
+        return time.perf_counter()
+
+    def reset_peak(self):
+        if self.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+
+    def peak_mb(self):
+        if self.device == "cuda":
+            return torch.cuda.max_memory_allocated() / 2**20
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+    def name(self, threads=None):
+        if self.device == "cuda":
+            return torch.cuda.get_device_name(0)
+        n = threads or torch.get_num_threads()
+        return f"CPU, {n} thread{'s' if n != 1 else ''}"
+
+
+def union_seconds(intervals):
+    """The length of the union of (start, duration) intervals, in the intervals' unit / 1e6
+    (the trace's microseconds to seconds)."""
+    total, end = 0.0, float("-inf")
+    for start, dur in sorted(intervals):
+        stop = start + dur
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total / 1e6
+
+
+def busy_seconds(trace, device):
+    """Seconds the device executed something in a chrome trace (dict) of torch.profiler."""
+    cats = BUSY_CATEGORIES[device]
+    return union_seconds((float(e["ts"]), float(e["dur"])) for e in trace.get("traceEvents", [])
+                         if e.get("ph") == "X" and e.get("cat") in cats and "dur" in e)
+
+
+def busy_fraction(clock, fn):
+    """Run ``fn`` once under torch.profiler; the share of its wall time the device was busy."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if clock.device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        t0 = clock.now()
+        fn()
+        wall = clock.now() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            trace = json.load(f)
+    return min(1.0, busy_seconds(trace, clock.device) / wall)
+
+
+def gemm_peak(clock, dtype=torch.float32, threads=None):
+    """The best rate of a large square matrix product on the device, GFLOP/s (best of 8); None
+    for float16 on the CPU, where torch has no fast matrix product (about 1 GFLOP/s here) but
+    the models' float16 layers run faster than that: no peak to compare them with."""
+    if clock.device == "cpu" and dtype == torch.float16:
+        return None
+    if threads:
+        torch.set_num_threads(threads)
+    n = 8192 if clock.device == "cuda" else 4096
+    a = torch.randn(n, n, device=clock.device).to(dtype)
+    b = torch.randn(n, n, device=clock.device).to(dtype)
+    a @ b
+    times = []
+    for _ in range(8):
+        t0 = clock.now()
+        a @ b
+        times.append(clock.now() - t0)
+    del a, b
+    if clock.device == "cuda":
+        torch.cuda.empty_cache()  # the workers, other processes, need the memory
+    return 2 * n**3 / min(times) / 1e9
+
+
+def commit(repo=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))):
+    """The checkout's short commit, marked when tracked files differ from it."""
+    def git(*words):
+        return subprocess.run(["git", "-C", repo, *words], capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "?"
+    return head + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")

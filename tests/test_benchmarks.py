@@ -1,0 +1,167 @@
+"""The speed benchmark's plumbing (scripts/bench/benchmark_speed.py, bench_device.py), so that
+what a GPU session runs cannot rot on a machine without one: the clock waits for the device,
+peak memory and the device's name come from CUDA there, the busy share is read from a
+profiler trace, Luong et al.'s shape is written as it says, and the benchmark runs end to end
+on the CPU in three precisions. No timing is asserted."""
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from tests.helpers import REPO
+
+BENCH = REPO / "scripts" / "bench"
+
+
+def load(name):
+    """A script of scripts/bench as its own folder first on the path has it (bench_device too)."""
+    for dep in ("bench_device", name):
+        if dep not in sys.modules:
+            spec = importlib.util.spec_from_file_location(dep, BENCH / f"{dep}.py")
+            sys.modules[dep] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[dep])
+    return sys.modules[name]
+
+
+def bench(*args):
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(BENCH / "benchmark_speed.py"), *map(str, args)],
+                          capture_output=True, text=True, env=env)
+
+
+def test_on_cuda_the_clock_is_read_after_the_gpu_has_finished_and_memory_is_the_allocators(monkeypatch):
+    """A GPU runs what the host queued later: DeviceClock.now synchronises before it reads the
+    clock; peak memory is torch.cuda.max_memory_allocated and the name the GPU's. CUDA stands
+    faked here (the calls are recorded); on the CPU nothing of CUDA is called."""
+    dev = load("bench_device")
+    calls = []
+    fake_cuda = types.SimpleNamespace(synchronize=lambda: calls.append("synchronize"),
+                                      max_memory_allocated=lambda: 3 * 2**20,
+                                      reset_peak_memory_stats=lambda: calls.append("reset"),
+                                      get_device_name=lambda index=0: f"NVIDIA H100 80GB HBM3 ({index})")
+    monkeypatch.setattr(dev, "torch", types.SimpleNamespace(cuda=fake_cuda, get_num_threads=torch.get_num_threads))
+    monkeypatch.setattr(dev, "time", types.SimpleNamespace(perf_counter=lambda: calls.append("clock") or 7.0))
+    gpu = dev.DeviceClock("cuda")
+    assert gpu.now() == 7.0 and calls == ["synchronize", "clock"]
+    assert gpu.peak_mb() == 3.0 and gpu.name() == "NVIDIA H100 80GB HBM3 (0)"
+    calls.clear()
+    cpu = dev.DeviceClock("cpu")
+    cpu.now()
+    cpu.reset_peak()
+    assert calls == ["clock"]  # no synchronize, no reset: nothing of CUDA
+    assert cpu.peak_mb() > 50  # the process's resident peak (MB): torch alone is more
+    assert cpu.name(threads=2) == "CPU, 2 threads"
+    with pytest.raises(ValueError):
+        dev.DeviceClock("gpu")
+
+
+def test_busy_time_is_the_union_of_the_devices_intervals_in_the_profiler_trace():
+    dev = load("bench_device")
+    trace = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "ts": 100, "dur": 10},
+        {"ph": "X", "cat": "kernel", "ts": 105, "dur": 10},  # overlaps the first: 100-115
+        {"ph": "X", "cat": "gpu_memcpy", "ts": 120, "dur": 5},  # 120-125
+        {"ph": "X", "cat": "kernel", "ts": 121, "dur": 2},  # inside the copy
+        {"ph": "X", "cat": "gpu_memset", "ts": 130, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "ts": 0, "dur": 200},  # the host, not the GPU
+        {"ph": "X", "cat": "cpu_op", "ts": 50, "dur": 300},  # nested and overlapping: 0-350
+        {"ph": "i", "cat": "kernel", "ts": 400},  # an instant: no duration
+    ]}
+    assert dev.busy_seconds(trace, "cuda") == pytest.approx(21e-6)
+    assert dev.busy_seconds(trace, "cpu") == pytest.approx(350e-6)
+    assert dev.union_seconds([]) == 0
+
+
+def test_the_busy_share_of_a_real_profile_tells_work_from_waiting():
+    """torch.profiler on the CPU, the path the GPU takes but for the trace's categories: matrix
+    products keep the device busy most of the time, sleeping does not."""
+    dev = load("bench_device")
+    clock = dev.DeviceClock("cpu")
+    a = torch.randn(256, 256)
+    working = dev.busy_fraction(clock, lambda: [a @ a for _ in range(200)])
+    waiting = dev.busy_fraction(clock, lambda: time.sleep(0.3))
+    assert 0.5 < working <= 1.0 and waiting < 0.1, (working, waiting)
+
+
+def test_the_papers_shape_is_a_50k_style_vocabulary_and_batches_of_128_sentences_of_about_30_words(tmp_path):
+    bs = load("benchmark_speed")
+    from fairseq.data import Dictionary, data_utils
+
+    bin_dir = bs.make_paper_shape(str(tmp_path), vocab=500, n_train=256, n_test=20)
+    d = Dictionary.load(os.path.join(bin_dir, "dict.en.txt"))
+    assert len(d) == 500  # the four specials among them, as fairseq's --nwordssrc counts
+    assert open(os.path.join(bin_dir, "dict.de.txt")).read() == open(os.path.join(bin_dir, "dict.en.txt")).read()
+    src = data_utils.load_indexed_dataset(os.path.join(bin_dir, "train.en-de.en"), d)
+    tgt = data_utils.load_indexed_dataset(os.path.join(bin_dir, "train.en-de.de"), d)
+    assert len(src) == len(tgt) == 256
+    low, high = bs.PAPER_LENGTHS
+    for s, t in zip(src, tgt):
+        assert low + 1 <= len(s) <= high + 1 and abs(len(t) - len(s)) <= 3  # words + EOS
+        for sentence in (s, t):
+            assert sentence[-1] == d.eos() and bool((sentence[:-1] >= d.nspecial).all())
+    words = torch.cat([s[:-1] for s in src]).numpy()
+    counts = np.bincount(words, minlength=len(d))
+    assert counts[d.nspecial] > 5 * counts[d.nspecial + 20:d.nspecial + 30].mean()  # Zipf: rank 1 is common
+    # written once: a second call with the same parameters reuses the files
+    stamp = os.path.getmtime(os.path.join(bin_dir, "train.en-de.en.bin"))
+    assert bs.make_paper_shape(str(tmp_path), vocab=500, n_train=256, n_test=20) == bin_dir
+    assert os.path.getmtime(os.path.join(bin_dir, "train.en-de.en.bin")) == stamp
+    # the batches the workers time: 128 sentences each
+    from fairseq import options, tasks
+
+    args = options.parse_args_and_arch(options.get_training_parser(),
+                                       [bin_dir, "--task", "translation", "--arch", "lstm", "-s", "en", "-t", "de"])
+    samples = bs.batches(tasks.setup_task(args), {"shape": "paper"}, "train", 2)
+    assert [s["nsentences"] for s in samples] == [128, 128]
+
+
+@pytest.mark.full
+def test_the_speed_benchmark_runs_on_the_cpu_in_three_precisions_with_busy_shares(tmp_path):
+    """benchmark_speed.py end to end (tiny sizes, Luong et al.'s shape written small): one row
+    per precision and system, fairseq's lstm the reference of each block, the device, torch and
+    commit in the header, the busy shares as percentages; the bounds run in float32 only."""
+    proc = bench("--shape", "paper", "--vocab", 300, "--sizes", "1x16", "--precisions", "float32", "bf16", "fp16",
+                 "--systems", "lstm", "luong_global_general", "bound_feed", "--repeats", 1, "--updates", 2,
+                 "--gen-sentences", 8, "--gen-batch", 8, "--busy", "--busy-steps", 1, "--threads", 1,
+                 "--work", tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# device CPU, 1 thread, torch ") and " commit " in lines[0]
+    assert "float32 " in lines[0] and "fp16 - (no fast GEMM kernel on the CPU)" in lines[0]
+    header = [c.strip() for c in lines[1].strip("|").split("|")]
+    assert header[:3] == ["size", "precision", "system"] and "train busy" in header and "gen busy" in header
+    rows = [dict(zip(header, (c.strip() for c in line.strip("|").split("|")))) for line in lines[3:]
+            if line.startswith("| 1x16")]
+    assert [(r["precision"], r["system"]) for r in rows] == [
+        ("float32", "lstm"), ("float32", "luong_global_general"), ("float32", "bound_feed"),
+        ("bf16", "lstm"), ("bf16", "luong_global_general"), ("fp16", "lstm"), ("fp16", "luong_global_general")]
+    for row in rows:
+        if row["system"] == "lstm":
+            assert row["ratio"] == "1.00"
+        assert float(row["train tok/s"]) > 0 and float(row["beam-5 sent/s"]) > 0
+        if row["system"] != "bound_feed":
+            for cell in (row["train busy"], row["gen busy"]):
+                assert cell.endswith("%") and 0 < int(cell[:-1]) <= 100, row
+    assert rows[0]["% GEMM peak"].endswith("%") and rows[-1]["% GEMM peak"] == "-"  # no float16 CPU peak
+
+
+def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
+    if not torch.cuda.is_available():
+        proc = bench("--device", "cuda", "--work", tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].endswith(
+            f"--device cuda: torch {torch.__version__} sees no CUDA device here")
+    proc = bench("--device", "cuda", "--systems", "lstm", "bound_feed", "--work", tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "--systems bound_feed: the bounds time this machine's CPU kernels (speed_bounds.py); run them with "
+        "--device cpu")
+    proc = bench("--sizes", "4by1000", "--work", tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "--sizes 4by1000: LAYERSxHIDDEN, e.g. 4x1000")
+    assert not any(tmp_path.iterdir())  # nothing written
