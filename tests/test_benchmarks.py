@@ -165,3 +165,17 @@ def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "--sizes 4by1000: LAYERSxHIDDEN, e.g. 4x1000")
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_operations_per_decoder_step_are_counted_where_the_step_adds_them(capsys):
+    """count_step_ops.py: a target step more adds the recurrence's operations with input
+    feeding and none without it (each decoder layer is then one nn.LSTM over all steps); a beam
+    step always has some, its matrix products among them."""
+    ops = load("count_step_ops")
+    ops.main(["--layers", "2", "--systems", "luong_global_general", "luong_global_general_no_feed"])
+    rows = {line.split(" | ")[0].strip("| "): [int(c) for c in line.strip(" |").split(" | ")[2:]]
+            for line in capsys.readouterr().out.splitlines()[2:]}
+    feed, no_feed = rows["luong_global_general"], rows["luong_global_general_no_feed"]
+    assert feed[0] > 40 and feed[2] >= 2 * 2  # per layer: the gates' product and its input gradient
+    assert no_feed[0] == 0 and no_feed[2] == 0
+    assert feed[1] > no_feed[1] > 0 and feed[3] > 0
