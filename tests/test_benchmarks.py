@@ -164,6 +164,9 @@ def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
     proc = bench("--sizes", "4by1000", "--work", tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "--sizes 4by1000: LAYERSxHIDDEN, e.g. 4x1000")
+    proc = bench("--shape", "paper", "--vocab", 10, "--work", tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "--vocab 10: at least 100 (fairseq's four special symbols among them)")
     assert not any(tmp_path.iterdir())  # nothing written
 
 

@@ -46,8 +46,8 @@ inside torch operators (``bench_device.py``). The bounds are CPU-only.
 Usage: python scripts/bench/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
        [--device cuda] [--precisions float32 fp16 bf16] [--shape paper] [--busy]
        [--before PATH]   # also each of our systems from the checkout at PATH, as NAME@before
-This takes long (about 55 min on the CPU with the options docs/speed.md gives); it is a
-benchmark, not a test.
+This takes long (13 min on the project's 2 CPU cores for docs/speed.md's first command,
+55 min with every system); it is a benchmark, not a test.
 """
 import argparse
 import json
@@ -449,6 +449,8 @@ def parse(argv):
                      "machine's CPU kernels (speed_bounds.py); run them with --device cpu")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device here")
+    if args.shape == "paper" and args.vocab < 100:
+        parser.error(f"--vocab {args.vocab}: at least 100 (fairseq's four special symbols among them)")
     args.sizes = args.sizes or SHAPES[args.shape]["sizes"]
     for size in args.sizes:
         if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", size):
@@ -486,7 +488,7 @@ def main(argv=None):
           f"alternating repetitions; GEMM peak at start (GFLOP/s, best of 8, measured again after each size: "
           f"% GEMM peak uses the best) " + show(peaks)
           + (f"; busy: the share of wall time {BUSY_MEANS[args.device]} over {args.busy_steps} profiled "
-             "updates / one beam batch" if busy else ""), flush=True)
+             f"update{'s' if args.busy_steps != 1 else ''} / one beam batch" if busy else ""), flush=True)
     columns = ["size", "precision", "system", "loss", "train tok/s", "ratio", "ratio range", "train peak MB",
                "% GEMM peak"] + (["train busy"] if busy else []) + \
         ["beam-5 sent/s", "ratio", "ratio range", "gen peak MB"] + (["gen busy"] if busy else [])
