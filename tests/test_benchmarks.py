@@ -2,7 +2,7 @@
 what a GPU session runs cannot rot on a machine without one: the clock waits for the device,
 peak memory and the device's name come from CUDA there, the busy share is read from a
 profiler trace, Luong et al.'s shape is written as it says, and the benchmark runs end to end
-on the CPU in three precisions. No timing is asserted."""
+on the CPU in float32 and float16. No timing is asserted."""
 import importlib.util
 import os
 import subprocess
@@ -122,11 +122,12 @@ def test_the_papers_shape_is_a_50k_style_vocabulary_and_batches_of_128_sentences
 
 
 @pytest.mark.full
-def test_the_speed_benchmark_runs_on_the_cpu_in_three_precisions_with_busy_shares(tmp_path):
+def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_shares(tmp_path):
     """benchmark_speed.py end to end (tiny sizes, Luong et al.'s shape written small): one row
     per precision and system, fairseq's lstm the reference of each block, the device, torch and
-    commit in the header, the busy shares as percentages; the bounds run in float32 only."""
-    proc = bench("--shape", "paper", "--vocab", 300, "--sizes", "1x16", "--precisions", "float32", "bf16", "fp16",
+    commit in the header, the busy shares as percentages; the bounds run in float32 only.
+    (--bf16 runs in test_gpu_paths.py's gpu_check test, through the same benchmark.)"""
+    proc = bench("--shape", "paper", "--vocab", 300, "--sizes", "1x16", "--precisions", "float32", "fp16",
                  "--systems", "lstm", "luong_global_general", "bound_feed", "--repeats", 1, "--updates", 2,
                  "--gen-sentences", 8, "--gen-batch", 8, "--busy", "--busy-steps", 1, "--threads", 1,
                  "--work", tmp_path)
@@ -140,7 +141,7 @@ def test_the_speed_benchmark_runs_on_the_cpu_in_three_precisions_with_busy_share
             if line.startswith("| 1x16")]
     assert [(r["precision"], r["system"]) for r in rows] == [
         ("float32", "lstm"), ("float32", "luong_global_general"), ("float32", "bound_feed"),
-        ("bf16", "lstm"), ("bf16", "luong_global_general"), ("fp16", "lstm"), ("fp16", "luong_global_general")]
+        ("fp16", "lstm"), ("fp16", "luong_global_general")]
     for row in rows:
         if row["system"] == "lstm":
             assert row["ratio"] == "1.00"
