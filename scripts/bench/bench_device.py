@@ -42,10 +42,6 @@ class DeviceClock:
         self.sync()
         return time.perf_counter()
 
-    def reset_peak(self):
-        if self.device == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-
     def peak_mb(self):
         if self.device == "cuda":
             return torch.cuda.max_memory_allocated() / 2**20

@@ -124,6 +124,16 @@ BUSY_MEANS = {"cuda": "the GPU runs kernels", "cpu": "the CPU is inside torch op
 WARMUP = 2  # untimed updates (and one untimed beam batch) before the clock starts
 
 
+def beam_batches(sentences, batch):
+    """Batches a beam worker translates: one of warm-up, then enough for ``sentences``."""
+    return 1 + -(-sentences // batch)
+
+
+def train_batches(updates, busy_steps):
+    """Batches a training worker takes: warm-up, timed and profiled updates."""
+    return WARMUP + updates + busy_steps
+
+
 def shape_flags(shape):
     """fairseq's batch options of a --shape (the workers parse them)."""
     spec = SHAPES[shape]
@@ -265,7 +275,7 @@ def worker_train(spec):
     cfg, task, model = load(spec, spec["criterion"] or FUSED_LOSS)
     criterion = task.build_criterion(cfg.criterion)
     n, n_busy = spec["updates"], spec["busy_steps"]
-    samples = batches(task, spec, "train", WARMUP + n + n_busy)
+    samples = batches(task, spec, "train", train_batches(n, n_busy))
     timed, profiled = samples[WARMUP:WARMUP + n], samples[WARMUP + n:]
     if spec["bound"]:  # the CPU only (main refuses bounds on CUDA)
         from speed_bounds import train_gemm_bound
@@ -307,7 +317,7 @@ def worker_generate(spec):
     model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
     gen = SequenceGenerator([model], task.target_dictionary, beam_size=5,
                             max_len_a=0, max_len_b=spec["out_len"], min_len=spec["out_len"])
-    samples = batches(task, spec, "test", 1 + -(-spec["sentences"] // spec["gen_batch"]),
+    samples = batches(task, spec, "test", beam_batches(spec["sentences"], spec["gen_batch"]),
                       max_sentences=spec["gen_batch"], multiple=1, shuffle=False)
     if spec["device"] == "cuda":
         samples = [utils.move_to_cuda(s) for s in samples]
@@ -475,8 +485,10 @@ def main(argv=None):
 
     if args.shape == "paper":
         batch = SHAPES["paper"]["max_sentences"]
-        bin_dir = make_paper_shape(args.work, args.vocab, batch * (WARMUP + max(args.updates) + args.busy_steps + 1),
-                                   args.gen_batch * (1 + -(-max(args.gen_sentences) // args.gen_batch)))
+        # exact multiples of the batch: every batch full (fairseq's batch_by_size cuts the sorted sentences)
+        n_train = batch * (train_batches(max(args.updates), args.busy_steps) + 1)
+        n_test = args.gen_batch * beam_batches(max(args.gen_sentences), args.gen_batch)
+        bin_dir = make_paper_shape(args.work, args.vocab, n_train, n_test)
     else:
         bin_dir = prepare_data(args.data, args.work)
     vocab, src_per_tgt, src_len = data_stats(bin_dir)

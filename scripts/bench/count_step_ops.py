@@ -14,8 +14,9 @@ views (``OpOverload.is_view``: no kernel) in
   log-softmax included;
 
 for fairseq's ``lstm`` (Luong global-general attention with input feeding) and our models,
-at ``--layers`` layers (the counts do not depend on the hidden size; tiny models here). On
-the CPU the same operations run as library calls, so the count says nothing of CPU speed.
+built as ``benchmark_speed.py`` builds its systems, at ``--layers`` layers (the counts do
+not depend on the hidden size; tiny models here). On the CPU the same operations run as
+library calls, so the count says nothing of CPU speed.
 
 Usage: python scripts/bench/count_step_ops.py [--layers 4] [--systems lstm luong_global_general ...]
 """
@@ -25,17 +26,12 @@ import sys
 from collections import Counter
 
 import torch
+from benchmark_speed import BOUNDS, ONE_LAYER, REPO, SYSTEMS, TRAIN_ONLY, size_flags
 from torch.utils._python_dispatch import TorchDispatchMode
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_DIR = os.path.join(REPO, "fairseq_luong")
-SYSTEMS = {  # name: arch and its flags (fairseq's lstm as benchmark_speed.py builds it)
-    "lstm": ("lstm", ["--decoder-attention", "1"]),
-    "luong_global_general": ("luong_global_general", []),
-    "luong_global_general_no_feed": ("luong_global_general", ["--no-input-feed"]),
-    "luong_localp": ("luong_localp", []),
-    "rnnsearch": ("rnnsearch", []),
-}
+# benchmark_speed.py's systems that are models of their own (not bounds, not a criterion variant)
+MODELS = [name for name in SYSTEMS if name not in BOUNDS and name not in TRAIN_ONLY]
 
 
 class CountOps(TorchDispatchMode):
@@ -54,16 +50,10 @@ class CountOps(TorchDispatchMode):
 def build(bin_dir, name, layers, hidden=16):
     from fairseq import options, tasks
 
-    arch, extra = SYSTEMS[name]
-    sizes = ["--encoder-embed-dim", str(hidden), "--encoder-hidden-size", str(hidden),
-             "--decoder-embed-dim", str(hidden), "--decoder-hidden-size", str(hidden)]
-    if arch != "rnnsearch":
-        sizes += ["--encoder-layers", str(layers), "--decoder-layers", str(layers)]
-    if arch == "lstm":
-        sizes += ["--decoder-out-embed-dim", str(hidden)]
+    arch, extra, _ = SYSTEMS[name]  # built as benchmark_speed.py builds it
     args = options.parse_args_and_arch(options.get_training_parser(), [
-        bin_dir, "--user-dir", USER_DIR, "--task", "translation", "--arch", arch, *extra, *sizes,
-        "--dropout", "0.2", "--criterion", "cross_entropy", "--cpu", "-s", "en", "-t", "de"])
+        bin_dir, "--user-dir", USER_DIR, "--task", "translation", "--arch", arch, *extra,
+        *size_flags(name, layers, hidden), "--criterion", "cross_entropy", "--cpu", "-s", "en", "-t", "de"])
     task = tasks.setup_task(args)
     torch.manual_seed(1)
     return task, task.build_model(args)
@@ -125,7 +115,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=int, default=4, help="encoder and decoder layers (RNNsearch: 1)")
-    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--systems", nargs="+", choices=MODELS, default=MODELS)
     parser.add_argument("--steps", type=int, default=6, help="T: the shorter target's length")
     parser.add_argument("--top", type=int, default=0, help="also the N most frequent operations of each")
     args = parser.parse_args(argv)
@@ -142,7 +132,7 @@ def main(argv=None):
             train.subtract(training_ops(model, task, 4, 7, args.steps))
             beam = beam_step_ops(model, task, 2, 7)
             gemms = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear")
-            layers = 1 if SYSTEMS[name][0] == "rnnsearch" else args.layers
+            layers = 1 if name in ONE_LAYER else args.layers
             print(f"| {name} | {layers} | {sum(train.values())} | {sum(beam.values())} | "
                   f"{sum(train[k] for k in gemms)} | {sum(beam[k] for k in gemms)} |", flush=True)
             if args.top:

@@ -195,7 +195,6 @@ class Checks:
         self.add("one process per GPU (torchrun, nccl)", ok,
                  f"exit status {status}, backend nccl named in the log: {'nccl' in out}")
 
-
     def speed(self):
         """benchmark_speed.py's table on the device: its rows, and the command that made it."""
         if self.args.speed == "none":
