@@ -12,12 +12,13 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 import torch
 
 from fairseq_luong.errors import ConfigError, UserError
-from tests.helpers import REPO, USER_DIR, fairseq_cli
+from tests.helpers import REPO, USER_DIR, bin_path, fairseq_cli
 
 TRAIN = ["--user-dir", USER_DIR, "--arch", "luong_tiny", "--optimizer", "adam", "--lr", "0.005",
          "--max-tokens", "1000", "--no-progress-bar", "--log-format", "simple", "--log-interval", "1",
@@ -86,6 +87,53 @@ def test_a_full_disk_while_saving_keeps_the_last_checkpoint_and_leaves_no_tmp(da
         train(data_bin / "bin", save, "--max-update", "8")
     assert sha(save / "checkpoint_last.pt") == before
     assert not list(save.glob("*.tmp"))
+
+
+def _file_size_limit(limit):
+    """A child's writes past ``limit`` bytes fail (EFBIG) as on a full disk: inside torch's
+    zip writer that is a RuntimeError, not an OSError."""
+    import resource
+    import signal
+
+    def limit_writes():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limit_writes
+
+
+@pytest.mark.parametrize("command", ["fairseq-train", "average_checkpoints.py"])
+def test_a_write_failing_inside_torchs_zip_writer_is_one_line_and_loses_nothing(data_bin, tmp_path, command):
+    """torch.save reports a write that fails half-way through its zip writer as
+    ``RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos ...``: made real
+    here by a file-size limit on the child process. The line is the full-disk one, the
+    checkpoints saved before are byte for byte what they were, and no .tmp is left."""
+    save = tmp_path / "ckpt"
+    train(data_bin / "bin", save, "--max-update", "2")
+    last = save / "checkpoint_last.pt"
+    before = sha(last)
+    if command == "fairseq-train":
+        cmd = [bin_path("fairseq-train"), str(data_bin / "bin"), *TRAIN, "--save-dir", str(save), "--max-update", "8"]
+        expected = (r"fairseq-train: error: cannot write checkpoint .*checkpoint\w*\.pt: the write failed inside "
+                    r"torch's zip writer \(\[enforce fail at inline_container.cc:\d+\] \. unexpected pos .*\); "
+                    r"nothing half-written is left, and .* keeps the checkpoints saved before \(.*checkpoint_last.pt")
+    else:
+        cmd = [sys.executable, str(REPO / "scripts" / "train" / "average_checkpoints.py"), "--inputs", str(last),
+               str(last), "--output", str(tmp_path / "avg.pt")]
+        expected = (r"error: cannot write .*avg.pt: the write failed inside torch's zip writer .*; nothing "
+                    r"half-written is left")
+    # the limit falls inside the largest tensor, which torch's zip writer writes in one call
+    # that the system cuts short (a write inside Python's buffer fails as an OSError instead)
+    with zipfile.ZipFile(last) as z:
+        largest = max(z.infolist(), key=lambda info: info.file_size)
+    limit = largest.header_offset + largest.file_size // 2
+    proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_file_size_limit(limit),
+                          env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"))
+    assert proc.returncode != 0
+    assert re.search(expected, proc.stderr), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert sha(last) == before
+    assert not list(tmp_path.rglob("*.tmp")) and not (tmp_path / "avg.pt").exists()
 
 
 def test_averaging_onto_a_full_disk_leaves_nothing_half_written(trained, tmp_path, monkeypatch):

@@ -17,9 +17,11 @@ What fairseq-train does, and what we do instead:
   apart, each logged with its traceback) and a stray ``checkpoint*.pt.tmp``; the copies
   fairseq makes of the first file (``checkpoint_last.pt``, ``checkpoint_best.pt``) are
   written in place, so a full disk during a copy leaves that checkpoint half-written.
+  When the space runs out inside torch's zip writer, the error is a ``RuntimeError:
+  [enforce fail at inline_container.cc:672] . unexpected pos ...`` traceback instead.
   Every checkpoint file is now written to ``NAME.tmp`` and renamed over NAME only when
-  complete; on a write error the ``.tmp`` is removed and the run stops with one line
-  saying that the previous checkpoints are intact.
+  complete; on a write error (either kind) the ``.tmp`` is removed and the run stops with
+  one line saying that the previous checkpoints are intact.
 * **A diverging run**: ``FloatingPointError`` (``Minimum loss scale reached``, or
   ``gradients are Nan/Inf``) as a traceback. One line naming the last checkpoint saved
   and what to change.
@@ -35,6 +37,7 @@ What fairseq-train does, and what we do instead:
 """
 import atexit
 import datetime
+import errno
 import fcntl
 import functools
 import os
@@ -152,16 +155,42 @@ def _cannot_save(path, err):
                      f"space (or give another --save-dir), then {resume}")
 
 
+# torch.save writes through its zip writer (PyTorchStreamWriter), which reports a write that
+# failed (a full disk, a file-size limit) as a RuntimeError ("[enforce fail at
+# inline_container.cc:672] . unexpected pos 704 vs 598"), not as the OSError of a plain write
+_ZIP_WRITE_FAILED = ("inline_container.cc", "PytorchStreamWriter failed")
+_NEARLY_FULL = 64 * 2 ** 20  # bytes free below which a failed write is put down to a full disk
+
+
+def _as_write_error(err, folder):
+    """The OSError a failed write of torch's zip writer stands for (None: another RuntimeError)."""
+    if not any(mark in str(err) for mark in _ZIP_WRITE_FAILED):
+        return None
+    try:
+        full = shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        full = False
+    if full:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return OSError(errno.EIO, f"the write failed inside torch's zip writer ({str(err).splitlines()[0]})")
+
+
 def _write_whole(path, write):
-    """write(PATH.tmp), then rename it over PATH; on an OSError, no PATH.tmp is left."""
+    """write(PATH.tmp), then rename it over PATH; when the write fails (an OSError, or torch's
+    zip writer's RuntimeError), no PATH.tmp is left and the error is one line."""
     tmp = path + ".tmp"
     try:
         write(tmp)
         os.replace(tmp, path)
-    except OSError as e:
+    except (OSError, RuntimeError) as e:
+        failed = e if isinstance(e, OSError) else _as_write_error(e, os.path.dirname(os.path.abspath(path)))
+        if failed is None:
+            raise
+        if failed is not e:
+            failed.__cause__ = e
         if os.path.exists(tmp):
             os.remove(tmp)
-        raise _cannot_save(path, e) from e
+        raise _cannot_save(path, failed) from failed
 
 
 def _whole_save(persistent_save):
