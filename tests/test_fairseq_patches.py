@@ -59,10 +59,12 @@ def test_applying_twice_changes_nothing():
     before["torch_persistent_save"] = checkpoint_utils.torch_persistent_save
     before["PathManager"] = checkpoint_utils.PathManager
     before["generate._main"] = fairseq_cli.generate._main
+    before["from_pretrained"] = BaseFairseqModel.from_pretrained  # a classmethod: wrapped as one, once
     apply_all()
     assert {name: get() for name, (get, _) in SHARED_TARGETS.items()} | {
         "generate._main": fairseq_cli.generate._main, "torch_persistent_save": checkpoint_utils.torch_persistent_save,
-        "PathManager": checkpoint_utils.PathManager} == before
+        "PathManager": checkpoint_utils.PathManager, "from_pretrained": BaseFairseqModel.from_pretrained} == before
+    assert wrappers(BaseFairseqModel.from_pretrained) == ["_our_models_interface"]
 
 
 def test_package_top_shows_only_extension_points_and_the_patches():

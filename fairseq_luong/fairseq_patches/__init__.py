@@ -18,6 +18,7 @@ from . import (
     checkpoints,
     distributed,
     errors,
+    hub,
     input_errors,
     interactive_long_lines,
     length_limit,
@@ -87,3 +88,6 @@ def apply_all():
     # load_align_dict, post_process_prediction, prepare_for_inference_ (2 of 2),
     # build_generator, interactive.make_batches (2 of 2): --replace-unk works
     unk_replacement.patch_unk_replacement()
+
+    # ---- the Python interface (from_pretrained)
+    hub.patch_from_pretrained()  # BaseFairseqModel.from_pretrained: our models get their interface

@@ -5,6 +5,7 @@ attribute or a class method), so fairseq's own code stays as it is. Applying a p
 twice must not wrap twice: the wrapper carries a mark named after it.
 """
 import importlib
+import inspect
 import os
 import sys
 
@@ -12,14 +13,16 @@ import torch
 
 
 def wrap_once(owner, name, wrap):
-    """``owner.name = wrap(owner.name)``, unless ``wrap`` was applied already."""
+    """``owner.name = wrap(owner.name)``, unless ``wrap`` was applied already. A classmethod
+    stays one: ``wrap`` gets, and returns, the function that takes the class first."""
     mark = f"__fairseq_luong_{wrap.__module__.rsplit('.', 1)[-1]}_{wrap.__name__}__"
     current = getattr(owner, name)
     if getattr(current, mark, False):
         return
-    wrapped = wrap(current)
+    is_classmethod = isinstance(inspect.getattr_static(owner, name), classmethod)
+    wrapped = wrap(current.__func__ if is_classmethod else current)
     setattr(wrapped, mark, True)
-    setattr(owner, name, wrapped)
+    setattr(owner, name, classmethod(wrapped) if is_classmethod else wrapped)
 
 
 def fairseq_cli_modules(command):

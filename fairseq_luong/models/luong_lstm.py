@@ -21,6 +21,7 @@ from ..modules.luong_decoder import LuongDecoder
 from ..modules.luong_encoder import LuongEncoder
 from ..modules.luong_init import build_embeddings, init_uniform_
 from ..protocols import luong2015
+from .hub_interface import TranslationHubModel
 
 ATTENTION_TYPE_CHOICES = ChoiceEnum(["global", "local_m", "local_p"])
 ATTENTION_SCORE_CHOICES = ChoiceEnum(["dot", "general", "concat", "location"])
@@ -106,8 +107,9 @@ class LuongLSTMConfig(FairseqDataclass):
 
 
 @register_model("luong_lstm", dataclass=LuongLSTMConfig)
-class LuongLSTMModel(FairseqEncoderDecoderModel):
-    """Luong et al. (2015) encoder-decoder; see the module docstring."""
+class LuongLSTMModel(TranslationHubModel, FairseqEncoderDecoderModel):
+    """Luong et al. (2015) encoder-decoder; see the module docstring. ``from_pretrained``:
+    the Python interface (``hub_interface.py``)."""
 
     @classmethod
     def build_model(cls, cfg, task):

@@ -18,6 +18,7 @@ from ..modules.bahdanau_gru import GRU
 from ..modules.luong_init import build_embeddings, init_uniform_, zero_padding_rows_
 from ..modules.rnnsearch_decoder import RNNsearchDecoder
 from ..modules.rnnsearch_encoder import RNNsearchEncoder
+from .hub_interface import TranslationHubModel
 
 DEEP_OUTPUT_STATE_CHOICES = ChoiceEnum(["previous", "current"])
 
@@ -78,8 +79,9 @@ def bahdanau_init_(model: nn.Module):
 
 
 @register_model("rnnsearch", dataclass=RNNsearchConfig)
-class RNNsearchModel(FairseqEncoderDecoderModel):
-    """Bahdanau et al. (2014) RNNsearch; see the module docstring."""
+class RNNsearchModel(TranslationHubModel, FairseqEncoderDecoderModel):
+    """Bahdanau et al. (2014) RNNsearch; see the module docstring. ``from_pretrained``: the
+    Python interface (``hub_interface.py``)."""
 
     @classmethod
     def build_model(cls, cfg, task):

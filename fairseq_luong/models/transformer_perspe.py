@@ -48,6 +48,7 @@ from ..modules.relative_position_bias import (
     RelativePositionDecoderLayer,
     RelativePositionEncoderLayer,
 )
+from .hub_interface import TranslationHubModel
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +56,9 @@ POSITION_CHOICES = ("spe", "none", "rpe", "perspe")
 
 
 @register_model("transformer_perspe")
-class TransformerPerSPEModel(TransformerModel):
-    """Transformer whose encoder and decoder positions are spe | none | rpe | perspe."""
+class TransformerPerSPEModel(TranslationHubModel, TransformerModel):
+    """Transformer whose encoder and decoder positions are spe | none | rpe | perspe.
+    ``from_pretrained``: the Python interface (``hub_interface.py``)."""
 
     @staticmethod
     def add_args(parser):
