@@ -1,8 +1,12 @@
-"""The Python interface (models/hub_interface.py): one call loads a
+"""The Python interface (models/hub_interface.py, README "From Python"): one call loads a
 checkpoint trained on SentencePiece pieces; translate, n-best with scores and alignments, score
 a given translation, move to another dtype. Each family against fairseq-generate's own output
 (its H-, D-, P- and A- lines) for the same checkpoint and test set."""
+import ast
+import contextlib
+import io
 import math
+import re
 from collections import defaultdict
 
 import pytest
@@ -12,7 +16,7 @@ from fairseq.data import indexed_dataset
 from fairseq.models import FairseqModel
 
 from fairseq_luong.models import LuongLSTMModel, RNNsearchModel, TransformerPerSPEModel, TranslationHubInterface
-from tests.helpers import USER_DIR, cli, write_word_corpus
+from tests.helpers import REPO, USER_DIR, cli, write_word_corpus
 
 TRAIN = ["--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000", "--share-all-embeddings",
          "--dropout", "0", "--disable-validation", "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "1"]
@@ -89,6 +93,25 @@ def load(corpus, checkpoint, family, via=None):
     via = via or FAMILIES[family][0]
     return via.from_pretrained(str(folder), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(corpus / "bin"),
                                bpe="sentencepiece", sentencepiece_model=str(corpus / "spm.model"))
+
+
+def test_readme_snippet_runs_on_a_model_trained_as_the_steps_say(corpus, checkpoint):
+    """The README's "From Python" code block, as it is, with the paths of a model trained
+    here: every line runs, and it prints what it says."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## From Python\n", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    paths = {'"ckpt"': f'"{checkpoint("luong")}"', '"avg.pt"': '"checkpoint_last.pt"',
+             '"data-bin"': f'"{corpus / "bin"}"', '"spm/joint.model"': f'"{corpus / "spm.model"}"'}
+    for readme_path, here in paths.items():
+        assert readme_path in code
+        code = code.replace(readme_path, here)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md (From Python)", "exec"), {})
+    lines = printed.getvalue().splitlines()
+    assert len(lines) == code.count("print(") - 1 + 3  # the n-best loop prints 3 times
+    assert len(ast.literal_eval(lines[1])) == 2  # two translations
 
 
 @pytest.mark.parametrize("family", ["luong", "rnnsearch", "perspe"])
