@@ -239,6 +239,7 @@ def test_the_interface_moves_its_models_to_another_dtype(corpus, checkpoint, fam
     moved = hub.to(dtype)
     assert moved is hub and {p.dtype for p in hub.models[0].parameters()} == {dtype}
     after = hub.nbest(source, n=2, beam=2, max_len_b=10), hub.score(source, target)
+    assert after[1]["positional_scores"] != before[1]["positional_scores"]  # computed in the new dtype
     assert after[1]["positional_scores"] == pytest.approx(before[1]["positional_scores"], abs=0.1)
     assert after[0][0]["score"] == pytest.approx(before[0][0]["score"], abs=0.1)
     hub.float()
