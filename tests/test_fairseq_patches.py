@@ -67,6 +67,21 @@ def test_applying_twice_changes_nothing():
     assert wrappers(BaseFairseqModel.from_pretrained) == ["_our_models_interface"]
 
 
+def test_from_pretrained_stays_a_classmethod_of_the_class_it_is_called_on(monkeypatch):
+    """hub.py wraps BaseFairseqModel.from_pretrained; fairseq's own TransformerModel still
+    looks its pretrained names up in its own hub_models (a wrapper bound to the base class
+    would look them up in the base's: none)."""
+    from fairseq import hub_utils
+    from fairseq.models.transformer import TransformerModel
+
+    def from_pretrained(*args, archive_map=None, **kwargs):
+        raise LookupError(sorted(archive_map))
+
+    monkeypatch.setattr(hub_utils, "from_pretrained", from_pretrained)
+    with pytest.raises(LookupError, match="transformer.wmt16.en-de"):
+        TransformerModel.from_pretrained("transformer.wmt16.en-de")
+
+
 def test_package_top_shows_only_extension_points_and_the_patches():
     top = Path(fairseq_luong.__file__).parent
     entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}

@@ -248,6 +248,7 @@ def test_the_interface_moves_its_models_to_another_dtype(corpus, checkpoint, fam
 
 def test_arguments_are_checked(corpus, checkpoint):
     hub = load(corpus, checkpoint, "luong")
+    assert [len(hub.nbest("one", n=n, beam=4, max_len_b=5)) for n in (None, 1, 2)] == [4, 1, 2]
     with pytest.raises(ValueError, match="n = 4: beam search with beam = 3"):
         hub.nbest("one", n=4, beam=3)
     with pytest.raises(TypeError, match="give the translation"):
