@@ -256,6 +256,17 @@ def test_multi30k_says_how_many_pieces_sentencepiece_made(tmp_path):
     assert "of 8000 pieces" not in proc.stderr and "of at most 8000 pieces" in proc.stderr
 
 
+def test_spm_tool_trains_into_a_folder_that_does_not_exist_yet(tmp_path):
+    """The README's step 2 (--model-prefix spm/joint in a fresh checkout): SentencePiece itself
+    stops with RuntimeError: NOT_FOUND when spm/ is missing."""
+    text = tmp_path / "train.txt"
+    text.write_text("".join(f"a man rides bike number {i} and a dog runs\n" for i in range(200)), encoding="utf-8")
+    prefix = tmp_path / "spm" / "joint"
+    subprocess.run([sys.executable, str(REPO / "examples" / "common" / "spm_tool.py"), "train", "--input", str(text),
+                    "--model-prefix", str(prefix), "--vocab-size", "30"], check=True, capture_output=True)
+    assert (tmp_path / "spm" / "joint.model").stat().st_size > 0
+
+
 def test_the_wmt_recipe_reads_its_rows_as_data_by_field(tmp_path):
     """examples/wmt14_en_de/rows.py: the protocol's rows (fairseq_luong/protocols/luong2015.py)
     and RNNsearch, each field by name; `shell` is what run.sh's table evaluates, quoting and all."""

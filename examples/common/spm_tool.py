@@ -18,6 +18,7 @@ raw text). Lines are read as everywhere in fairseq_luong (its data/text.py): onl
 ends a line (a lone "\\r" inside a line stays in it).
 """
 import argparse
+import os
 import sys
 
 import sentencepiece as spm
@@ -61,6 +62,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     if args.command == "train":
+        # SentencePiece cannot create the folder of PREFIX ("RuntimeError: NOT_FOUND")
+        os.makedirs(os.path.dirname(os.path.abspath(args.model_prefix)), exist_ok=True)
         spm.SentencePieceTrainer.train(
             input=",".join(args.input), model_prefix=args.model_prefix,
             vocab_size=args.vocab_size, character_coverage=args.character_coverage,
