@@ -1,0 +1,101 @@
+"""Generation options of fairseq-generate and fairseq-interactive do what they promise
+(fairseq_patches/generation_options.py): the patched functions on their own."""
+import argparse
+from collections import defaultdict
+
+import pytest
+import torch
+from fairseq.ngram_repeat_block import NGramRepeatBlock
+from fairseq.search import DiverseBeamSearch
+
+import fairseq_luong  # noqa: F401  (applies the patches)
+from fairseq_luong.fairseq_patches.generation_options import banned_ngram_completions
+from tests.helpers import build_model, make_dictionary, random_batch
+
+# ---------------------------------------------------------------- the patched functions
+
+
+def reference_ngram_bans(prefix, n):
+    """{(row, token)} that fairseq's CUDA kernel bans (ngram_repeat_block_cuda_kernel.cu),
+    one n-gram at a time: the n-grams of BOS + generated tokens whose first n-1 tokens are
+    the last n-1 generated; for n = 1 every generated token (BOS is no word)."""
+    banned = set()
+    for row, tokens in enumerate(prefix.tolist()):
+        generated = tokens[1:] if n == 1 else tokens
+        last = generated[len(generated) - (n - 1):] if n > 1 else []
+        for start in range(len(generated) - n + 1):
+            if generated[start:start + n - 1] == last:
+                banned.add((row, generated[start + n - 1]))
+    return banned
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_ngram_blocking_bans_what_the_generated_prefix_repeats(n):
+    """Through NGramRepeatBlock as the generator calls it: the whole token buffer, whose
+    columns after step + 1 are padding (fairseq compared those)."""
+    g = torch.Generator().manual_seed(n)
+    bsz, beam, step, vocab, pad = 3, 5, 9, 7, 1
+    tokens = torch.full((bsz * beam, step + 13), pad)  # bsz*beam x (max_len + 2)
+    tokens[:, 0] = 2  # BOS (fairseq's EOS)
+    tokens[:, 1:step + 1] = torch.randint(4, vocab, (bsz * beam, step), generator=g)  # few words: repeats
+    lprobs = torch.zeros(bsz * beam, vocab)
+    blocked = NGramRepeatBlock(n, use_extension=False)(tokens, lprobs, bsz, beam, step)
+    expected = reference_ngram_bans(tokens[:, :step + 1], n)
+    assert expected  # the test means something
+    assert {tuple(rc) for rc in torch.isinf(blocked).nonzero().tolist()} == expected
+    rows, banned = banned_ngram_completions(tokens[:, :step + 1], n)
+    assert set(zip(rows.tolist(), banned.tolist())) == expected
+
+
+def test_ngram_blocking_waits_for_a_whole_ngram():
+    tokens = torch.tensor([[2, 5, 5, 1, 1]])  # BOS, two words, padding
+    lprobs = torch.zeros(1, 8)
+    assert not torch.isinf(NGramRepeatBlock(3, use_extension=False)(tokens, lprobs, 1, 1, 2)).any()
+    assert torch.isinf(NGramRepeatBlock(2, use_extension=False)(tokens, lprobs, 1, 1, 2)).nonzero().tolist() == [
+        [0, 5]]
+
+
+def diverse_steps(lprobs_by_step, ids, keep_after=None):
+    """Run a DiverseBeamSearch (2 groups) over the steps' lprobs (bsz x beam x vocab),
+    dropping the batch rows not in ``keep_after[step]`` before that step, as the generator
+    does when sentences finish. Returns {sample id: [(scores, indices, beams) per step]}."""
+    search = DiverseBeamSearch(make_dictionary(), num_groups=2, diversity_strength=0.3)
+    rows = torch.arange(len(ids))
+    out = defaultdict(list)
+    for step, lprobs in enumerate(lprobs_by_step):
+        if keep_after and step in keep_after:
+            rows = rows[keep_after[step]]
+        beam = lprobs.size(1)
+        got = search.step(step, lprobs[rows].clone(), torch.zeros(len(rows), beam, step),
+                          None, torch.tensor(ids)[rows])
+        for i, row in enumerate(rows.tolist()):
+            out[ids[row]].append(tuple(t[i].tolist() for t in got))
+    return out
+
+
+def test_diverse_beam_search_of_a_sentence_ignores_the_rest_of_its_batch():
+    """Each sentence's diverse search is the same alone, in a batch, and after the batch
+    lost a finished sentence; sample ids as fairseq-generate's later batches have them
+    (fairseq: IndexError at the second step, or another sentence's group overlap)."""
+    g = torch.Generator().manual_seed(3)
+    steps = [torch.randn(3, 4, 5, generator=g).log_softmax(-1) for _ in range(4)]  # bsz x beam x vocab
+    ids = [7, 3, 12]
+    together = diverse_steps(steps, ids, keep_after={2: torch.tensor([1, 2])})  # sentence 7 finished
+    for i, sample_id in enumerate(ids):
+        alone = diverse_steps([s[i:i + 1] for s in steps], [sample_id])
+        n = len(together[sample_id])
+        assert together[sample_id] == alone[sample_id][:n]
+    assert len(together[3]) == 4 and len(together[7]) == 2
+
+
+def test_match_source_len_gives_each_hypothesis_its_sources_length():
+    """Random weights, sources of 6, 4 and 0 words (+ EOS): fairseq gave longer hypotheses,
+    and an empty source never finished (AssertionError)."""
+    torch.manual_seed(0)
+    model, task, _ = build_model("luong_tiny")
+    model.eval()
+    batch = random_batch(task, srclens=(7, 5, 1))
+    generator = task.build_generator([model], argparse.Namespace(beam=3, match_source_len=True))
+    sample = {"net_input": {k: batch[k] for k in ("src_tokens", "src_lengths")}, "id": torch.tensor([5, 9, 2])}
+    hypos = generator.generate([model], sample)
+    assert [[len(h["tokens"]) - 1 for h in sentence] for sentence in hypos] == [[6] * 3, [4] * 3, [0]]
