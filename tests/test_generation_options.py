@@ -1,5 +1,6 @@
-"""Generation options of fairseq-generate and fairseq-interactive do what they promise
-(fairseq_patches/generation_options.py): the patched functions on their own."""
+"""Generation options of fairseq-generate and fairseq-interactive do what they promise, or are
+refused in one line before any model is loaded (fairseq_patches/generation_options.py,
+option_checks.py, length_limit.py): the patched functions on their own, then the refusals."""
 import argparse
 from collections import defaultdict
 
@@ -9,8 +10,18 @@ from fairseq.ngram_repeat_block import NGramRepeatBlock
 from fairseq.search import DiverseBeamSearch
 
 import fairseq_luong  # noqa: F401  (applies the patches)
+from fairseq_luong.errors import UserError
 from fairseq_luong.fairseq_patches.generation_options import banned_ngram_completions
-from tests.helpers import build_model, make_dictionary, random_batch
+from tests.helpers import (
+    USER_DIR,
+    bin_path,
+    build_model,
+    cli_error,
+    dict_dir,
+    error_line,
+    make_dictionary,
+    random_batch,
+)
 
 # ---------------------------------------------------------------- the patched functions
 
@@ -99,3 +110,73 @@ def test_match_source_len_gives_each_hypothesis_its_sources_length():
     sample = {"net_input": {k: batch[k] for k in ("src_tokens", "src_lengths")}, "id": torch.tensor([5, 9, 2])}
     hypos = generator.generate([model], sample)
     assert [[len(h["tokens"]) - 1 for h in sentence] for sentence in hypos] == [[6] * 3, [4] * 3, [0]]
+
+
+def test_min_len_above_a_batchs_length_limit_is_one_line():
+    """A limit that grows with the source (--max-len-a): only the batch tells (fairseq:
+    AssertionError: min_len cannot be larger than max_len)."""
+    model, task, _ = build_model("luong_tiny")
+    generator = task.build_generator([model], argparse.Namespace(beam=2, min_len=5, max_len_a=0.5, max_len_b=1))
+    batch = random_batch(task, srclens=(7, 5, 3))  # the longest source: 7 tokens, a limit of 4
+    with pytest.raises(UserError, match=r"^--min-len 5 is more than the length limit of a batch, 4 = "
+                                        r"min\(--max-len-a 0.5 x 7 \(longest source\) \+ --max-len-b 1"):
+        generator.generate([model], {"net_input": {k: batch[k] for k in ("src_tokens", "src_lengths")}})
+
+
+# ---------------------------------------------------------------- refused before any work
+
+REFUSED = [
+    ("generate", ["--print-step"], "--print-step prints the refinement steps of fairseq's iterative-refinement"),
+    ("generate", ["--retain-iter-history"], "--retain-iter-history prints the refinement history"),
+    ("interactive", ["--print-step"], "--print-step prints the refinement steps"),
+    ("generate", ["--iter-decode-max-iter", "3"], "--iter-decode-max-iter is for fairseq's iterative-refinement"),
+    ("generate", ["--iter-decode-with-beam", "2"], "the beam is --beam"),
+    ("generate", ["--decoding-format", "unigram"], "--decoding-format is for fairseq's iterative-refinement"),
+    ("generate", ["--eos-token", "x"], "--eos-token is for fairseq's speech translation tasks"),
+    ("generate", ["--beam-mt", "3"], "--beam-mt is for the first-pass decoder"),
+    ("generate", ["--lenpen-mt", "2"], "use --lenpen"),
+    ("generate", ["--sampling-topk", "3"], "--sampling-topk qualifies --sampling, which is not given"),
+    ("generate", ["--sampling-topp", "0.5"], "--sampling-topp qualifies --sampling"),
+    ("generate", ["--diverse-beam-strength", "2"], "--diverse-beam-strength qualifies --diverse-beam-groups"),
+    ("generate", ["--lm-weight", "0.5"], "--lm-weight qualifies --lm-path"),
+    ("generate", ["--retain-dropout-modules", "LuongDecoder"], "--retain-dropout-modules qualifies --retain-dropout"),
+    ("generate", ["--sampling", "--beam", "2", "--nbest", "2", "--match-source-len"],
+     "--sampling and --match-source-len each choose how to search"),
+    ("generate", ["--diverse-beam-groups", "2", "--beam", "4", "--diversity-rate", "0.5"],
+     "--diverse-beam-groups and --diversity-rate each choose how to search"),
+    ("interactive", ["--constraints", "--sampling", "--beam", "2", "--nbest", "2"],
+     "--sampling and --constraints each choose how to search"),
+    ("generate", ["--sampling", "--sampling-topk", "3", "--sampling-topp", "0.5", "--beam", "1"],
+     "fairseq samples from the top-p words and ignores --sampling-topk"),
+    ("generate", ["--sampling", "--sampling-topk", "0", "--beam", "1"], "--sampling-topk 0: give a number"),
+    ("generate", ["--sampling", "--sampling-topp", "1.5", "--beam", "1"], "--sampling-topp 1.5: give a probability"),
+    ("generate", ["--sampling", "--beam", "4"], "give --nbest 4 (or --beam 1)"),
+    ("interactive", ["--sampling", "--beam", "3", "--nbest", "2"], "give --nbest 3 (or --beam 2)"),
+    ("generate", ["--temperature", "0"], "--temperature 0.0: give a temperature above 0"),
+    ("generate", ["--diverse-beam-groups", "3", "--beam", "4"], "--diverse-beam-groups 3 does not divide --beam 4"),
+    ("generate", ["--match-source-len", "--min-len", "3"], "which --min-len 3 would contradict"),
+    ("generate", ["--match-source-len", "--max-len-b", "30"], "which --max-len-b 30 would contradict"),
+    ("generate", ["--match-source-len", "--prefix-size", "1"], "which --prefix-size 1 would contradict"),
+    ("generate", ["--min-len", "300"], "--min-len 300 is more than the length limit --max-len-b 200"),
+    ("generate", ["--constraints"], "fairseq-generate reads no constraints; give them to fairseq-interactive"),
+    ("interactive", ["--prefix-size", "2"], "--prefix-size takes the prefix from the reference translation"),
+    ("interactive", ["--score-reference"], "--score-reference scores the reference translations"),
+    ("interactive", ["--lm-path", "lm.pt"], "--lm-path adds a language model's scores"),
+    ("generate", ["--lm-path", "lm.pt"], "dict.txt, which does not exist: copy the target dictionary"),
+]
+
+
+@pytest.mark.parametrize("command,args,message", REFUSED, ids=[" ".join([c, *a]) for c, a, _ in REFUSED])
+def test_options_beam_search_cannot_honour_are_refused_before_loading(tmp_path, command, args, message):
+    """The checkpoint does not exist: a refusal that came after loading would name it."""
+    langs = ["-s", "src", "-t", "tgt"]
+    err = cli_error(command, [dict_dir(), "--user-dir", USER_DIR, *langs, "--path", str(tmp_path / "none.pt"), *args])
+    assert message in err, err
+    assert "none.pt" not in err and "\n" not in err
+
+
+def test_a_refusal_is_one_line_with_an_error_status():
+    """The command itself: exit status 1, no traceback, nothing translated."""
+    line = error_line([bin_path("fairseq-generate"), dict_dir(), "--user-dir", USER_DIR, "-s", "src", "-t", "tgt",
+                       "--path", "none.pt", "--print-step"])
+    assert line.startswith("fairseq-generate: error: --print-step prints the refinement steps")

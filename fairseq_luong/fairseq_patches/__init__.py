@@ -84,7 +84,9 @@ def apply_all():
     # interactive.make_batches (1 of 2): over-long lines cut, with a warning, before
     # --replace-unk (2 of 2) remembers the batch's source words
     interactive_long_lines.patch_interactive_long_lines()
-    length_limit.patch_length_limit()  # SequenceGenerator._generate warns at the length limit
+    # SequenceGenerator._generate: --min-len above the batch's length limit in one line; a
+    # warning for translations cut at the limit
+    length_limit.patch_length_limit()
     generation_options.patch_ngram_blocking()  # NGramRepeatBlock._no_repeat_ngram: the generated prefix
     generation_options.patch_diverse_beam_search()  # DiverseBeamSearch.step: overlap follows the batch
     generation_options.patch_match_source_len()  # LengthConstrainedBeamSearch.step: each source's length
