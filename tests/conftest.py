@@ -23,7 +23,8 @@ LONG_FIRST = ["test_learning.py", "test_in_form.py", "test_recipes.py", "test_pe
 # stand-ins through the WMT'14 recipe). `bash test.sh` runs the rest (-m "not full").
 FULL_FILES = {"test_learning.py", "test_perspe_e2e.py"}
 FULL_FIXTURES = {("test_recipes.py", "rehearsal"), ("test_recipes.py", "stanford"), ("test_recipes.py", "multi30k"),
-                 ("test_in_form.py", "work"), ("test_gpu_paths.py", "release")}
+                 ("test_in_form.py", "work"), ("test_gpu_paths.py", "release"),
+                 ("test_generation_options.py", "family"), ("test_generation_options.py", "data_bin")}
 
 
 def pytest_configure(config):

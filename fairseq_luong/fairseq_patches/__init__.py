@@ -18,6 +18,7 @@ from . import (
     checkpoints,
     distributed,
     errors,
+    generation_options,
     hub,
     input_errors,
     interactive_long_lines,
@@ -84,7 +85,13 @@ def apply_all():
     # interactive.make_batches (1 of 2): over-long lines cut, with a warning, before
     # --replace-unk (2 of 2) remembers the batch's source words
     interactive_long_lines.patch_interactive_long_lines()
-    length_limit.patch_length_limit()  # SequenceGenerator._generate warns at the length limit
+    # SequenceGenerator._generate: --min-len above the batch's length limit in one line; a
+    # warning for translations cut at the limit
+    length_limit.patch_length_limit()
+    generation_options.patch_ngram_blocking()  # NGramRepeatBlock._no_repeat_ngram: the generated prefix
+    generation_options.patch_diverse_beam_search()  # DiverseBeamSearch.step: overlap follows the batch
+    generation_options.patch_match_source_len()  # LengthConstrainedBeamSearch.step: each source's length
+    generation_options.patch_language_model()  # SequenceGenerator.__init__: --lm-path a language model
     # load_align_dict, post_process_prediction, prepare_for_inference_ (2 of 2),
     # build_generator, interactive.make_batches (2 of 2): --replace-unk works
     unk_replacement.patch_unk_replacement()

@@ -7,12 +7,18 @@ translation stops at 200 tokens, whatever the source length, and nothing
 says so. After each batch we count the best hypotheses that reached
 ``max_len`` tokens and log a warning with their sample ids (the ``H-`` ids
 of fairseq-generate) and the flags that raise the limit.
+
+A ``--min-len`` above a batch's limit stopped fairseq with ``AssertionError: min_len
+cannot be larger than max_len``; where the limit grows with the source (``--max-len-a``)
+or is the model's, only the batch tells. Such a batch is now one line naming the flags
+(``option_checks.py`` refuses the case the command line shows, before any work).
 """
 import functools
 import logging
 
 from fairseq.sequence_generator import SequenceGenerator
 
+from ..errors import UserError
 from .patching import wrap_once
 
 logger = logging.getLogger(__name__)
@@ -26,12 +32,16 @@ def generation_max_len(generator, src_len):
 def _warn_at_limit(generate):
     @functools.wraps(generate)
     def _generate(self, sample, *args, **kwargs):
-        finalized = generate(self, sample, *args, **kwargs)
         src_tokens = sample["net_input"].get("src_tokens")
         if self.match_source_len or src_tokens is None:
-            return finalized
+            return generate(self, sample, *args, **kwargs)
         src_len = src_tokens.size(1)
         max_len = generation_max_len(self, src_len)
+        if self.min_len > max_len:
+            raise UserError(f"--min-len {self.min_len} is more than the length limit of a batch, {max_len} = "
+                            f"min(--max-len-a {self.max_len_a:g} x {src_len} (longest source) + --max-len-b "
+                            f"{self.max_len_b}, {self.max_len - 1}): lower --min-len or raise the limit")
+        finalized = generate(self, sample, *args, **kwargs)
         cut = [i for i, hypos in enumerate(finalized) if hypos and len(hypos[0]["tokens"]) > max_len]
         if cut:
             ids = sample.get("id")
