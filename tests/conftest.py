@@ -14,7 +14,7 @@ if "OMP_NUM_THREADS" not in os.environ:  # test.sh sets 1: two pytest-xdist proc
 # The files that take minutes run first, so that pytest-xdist (--dist loadfile) spreads the
 # short ones around them instead of starting a long one last.
 LONG_FIRST = ["test_learning.py", "test_in_form.py", "test_recipes.py", "test_perspe_e2e.py",
-              "test_benchmarks.py", "test_gpu_paths.py"]
+              "test_benchmarks.py", "test_gpu_paths.py", "test_gpu_session.py"]
 
 
 # The full tier (`bash test.sh --all`, CI): what trains for minutes or runs a recipe's bash

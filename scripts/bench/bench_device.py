@@ -117,7 +117,12 @@ def gemm_peak(clock, dtype=torch.float32, threads=None):
 def commit(repo=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))):
     """The checkout's short commit, marked when tracked files differ from it."""
     def git(*words):
-        return subprocess.run(["git", "-C", repo, *words], capture_output=True, text=True).stdout.strip()
+        try:
+            return subprocess.run(["git", "-C", repo, *words], capture_output=True, text=True).stdout.strip()
+        except OSError:  # no git installed
+            return ""
 
-    head = git("rev-parse", "--short", "HEAD") or "?"
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:  # a copy without .git (the GPU machine's): what scripts/bench/gpu_session.sh passes on
+        return os.environ.get("FAIRSEQ_LUONG_COMMIT", "?")
     return head + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")

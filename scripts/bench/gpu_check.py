@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -45,16 +46,22 @@ SPEED = ("--shape paper --sizes 4x1000 --precisions float32 fp16 bf16 --repeats 
 
 
 def bin_path(name):
-    return os.path.join(os.path.dirname(sys.executable), name)
+    """fairseq's console script NAME: beside this Python (a virtual environment), else on PATH
+    (fairseq installed with ``pip --target``, as scripts/bench/gpu_session.sh does on the GPU machine)."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    return beside if os.path.exists(beside) else shutil.which(name) or beside
 
 
 def run(cmd, log, env=None):
-    """Run CMD, its output to LOG; (status, output)."""
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore", **(env or {})))
+    """Run CMD, its stdout to LOG as it comes (a run stopped by a time limit leaves the rows it
+    printed), then its stderr; (status, output)."""
     with open(log, "w", encoding="utf-8") as f:
-        f.write(proc.stdout + proc.stderr)
-    return proc.returncode, proc.stdout + proc.stderr
+        proc = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1", **(env or {})))
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(proc.stderr)
+    with open(log, encoding="utf-8") as f:
+        return proc.returncode, f.read()
 
 
 class Checks:

@@ -1,0 +1,186 @@
+"""scripts/bench/gpu_session.sh, the one command of a GPU session, and the wheels it installs
+(scripts/bench/gpu_wheels.sh): what can be checked without a GPU. The GPU machine has the
+packages of scripts/bench/gpu_machine_packages.txt; the wheels must bring every other one that a
+gpu_check.py run imports."""
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tarfile
+
+import pytest
+import torch
+
+from tests.helpers import REPO
+
+BENCH = REPO / "scripts" / "bench"
+ENV = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+# what gpu_check.py's commands import: fairseq's four commands with the plugin as --user-dir, and
+# the scripts it runs; prints {module: file} of every module then loaded
+IMPORTS = r"""
+import argparse, json, os, sys
+repo = sys.argv[1]
+sys.path[:0] = [repo, os.path.join(repo, "scripts", "bench"), os.path.join(repo, "scripts", "data")]
+import fairseq_cli.generate, fairseq_cli.preprocess, fairseq_cli.train, fairseq_cli.validate
+from fairseq import utils
+utils.import_user_module(argparse.Namespace(user_dir=os.path.join(repo, "fairseq_luong")))
+import benchmark_speed, gpu_check, make_number_corpus, project_chunks
+print(json.dumps({name: getattr(m, "__file__", None) for name, m in list(sys.modules.items())}))
+"""
+# a sitecustomize that writes, as each Python process ends, the modules it loaded
+TRACER = r"""
+import atexit, json, os, sys
+def _dump():
+    with open(os.path.join(os.environ["IMPORT_TRACE"], f"{os.getpid()}.json"), "w") as f:
+        json.dump({n: getattr(m, "__file__", None) for n, m in list(sys.modules.items())}, f)
+atexit.register(_dump)
+"""
+
+
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins():
+    """gpu_wheels.sh's NAME==VERSION pins, by canonical name."""
+    out = subprocess.run(["bash", str(BENCH / "gpu_wheels.sh"), "--list"], capture_output=True, text=True,
+                         check=True).stdout
+    return dict((canonical(line.split("==")[0]), line.split("==")[1]) for line in out.split())
+
+
+def on_the_gpu_machine():
+    lines = (BENCH / "gpu_machine_packages.txt").read_text().splitlines()
+    return {canonical(line) for line in lines if line.strip() and not line.startswith("#")}
+
+
+def distributions(modules):
+    """The distributions (canonical names) that MODULES ({name: file}) were loaded from: neither the
+    standard library nor this checkout's own files; UNKNOWN(...) for a module of neither."""
+    owners = importlib.metadata.packages_distributions()
+    ours = canonical(importlib.metadata.metadata("fairseq_luong")["Name"])
+    stdlib = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")})
+    found = set()
+    for name, path in modules.items():
+        if name.split(".")[0] in sys.stdlib_module_names or name in ("__main__", "sitecustomize") or not path:
+            continue
+        if "site-packages" in path:  # by the folder or file it came from (scipy's extensions have bare names)
+            top = path.split("site-packages" + os.sep, 1)[1].split(os.sep)[0].split(".")[0]
+        elif not os.path.isabs(path):  # torch.ops, torch.classes: a file name only
+            top = name.split(".")[0]
+        elif path.startswith(str(REPO)) or path.startswith(stdlib):  # fairseq_luong, scripts/, tests/
+            continue
+        else:
+            top = None
+        if top and top.startswith("__editable__"):  # this checkout, installed in editable mode
+            continue
+        found |= {canonical(d) for d in owners.get(top, [])} - {ours} or {f"UNKNOWN({name}: {path})"}
+    return found
+
+
+def test_help_and_one_line_without_cuda(tmp_path):
+    """--help says how to run it; without CUDA it stops in one line, status 1, before writing
+    anything (the device call's $OUT stays empty)."""
+    proc = subprocess.run(["bash", str(BENCH / "gpu_session.sh"), "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "--cpu-stand-in" in proc.stdout and "--budget" in proc.stdout
+    assert "set -euo" not in proc.stdout
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device here")
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(BENCH / "gpu_session.sh")], capture_output=True, text=True,
+                          env=dict(ENV, OUT=str(out)), cwd=tmp_path)
+    lines = (proc.stdout + proc.stderr).splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("gpu_session.sh: no CUDA device here (torch ") and "--cpu-stand-in" in lines[0]
+    assert not out.exists()
+
+
+def test_the_wheel_pins_are_what_setup_installs_here():
+    """Each wheel carried to the GPU machine is the version scripts/setup.sh installed here (the
+    tests ran with it)."""
+    pinned = pins()
+    assert set(pinned) == {"ve-fairseq", "hydra-core", "omegaconf", "antlr4-python3-runtime", "bitarray",
+                           "sacremoses"}
+    for name, version in pinned.items():
+        assert importlib.metadata.version(name) == version, name
+
+
+def test_the_wheels_bring_what_the_gpu_machine_lacks():
+    """Every distribution that fairseq's commands with --user-dir fairseq_luong and gpu_check.py's
+    scripts import is on the GPU machine or among the wheels; and no wheel is carried for nothing
+    (sacremoses: the recipes' tokenizer, not gpu_check's)."""
+    proc = subprocess.run([sys.executable, "-c", IMPORTS, str(REPO)], capture_output=True, text=True, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    needed = distributions(json.loads(proc.stdout.splitlines()[-1]))
+    assert {"ve-fairseq", "hydra-core", "omegaconf", "bitarray", "torch"} <= needed  # the trace sees them
+    pinned, machine = set(pins()), on_the_gpu_machine()
+    assert needed - machine - pinned == set()
+    assert pinned - needed == {"sacremoses"}
+
+
+def test_gpu_check_finds_fairseqs_commands_on_path_and_the_commit_without_git(tmp_path, monkeypatch):
+    """With fairseq installed by pip --target (the GPU machine), its commands are not beside the
+    Python but in the target's bin/, which gpu_session.sh puts on PATH; a copy without .git takes
+    the commit gpu_session.sh passes on."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_device
+        import gpu_check
+    finally:
+        sys.path.remove(str(BENCH))
+    (tmp_path / "bin").mkdir()
+    tool = tmp_path / "bin" / "fairseq-train"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert gpu_check.bin_path("fairseq-train") == os.path.join(os.path.dirname(sys.executable), "fairseq-train")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert gpu_check.bin_path("fairseq-train") == str(tool)
+    monkeypatch.setenv("FAIRSEQ_LUONG_COMMIT", "abc1234 (from .whl/COMMIT)")
+    assert bench_device.commit(str(tmp_path)) == "abc1234 (from .whl/COMMIT)"
+    assert bench_device.commit() != "abc1234 (from .whl/COMMIT)"  # this checkout has git
+
+
+@pytest.mark.full
+def test_the_session_runs_with_the_cpu_standing_in(tmp_path):
+    """gpu_session.sh --cpu-stand-in end to end (about 2.5 min on 2 cores): every check passes,
+    the results are at most 8 files under $OUT, and each module that any of its Python processes
+    loaded comes from the GPU machine's packages or the wheels."""
+    trace, out = tmp_path / "trace", tmp_path / "out"
+    trace.mkdir()
+    (tmp_path / "tracer").mkdir()
+    (tmp_path / "tracer" / "sitecustomize.py").write_text(TRACER)
+    env = dict(ENV, OUT=str(out), IMPORT_TRACE=str(trace), PYTHONPATH=str(tmp_path / "tracer"))
+    proc = subprocess.run(["bash", str(BENCH / "gpu_session.sh"), "--cpu-stand-in", "--work", str(tmp_path / "work")],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["gpu_check.json", "gpu_check.md", "gpu_check_logs.tar.gz", "gpu_session.log", "machine.txt"]
+    assert all((out / f).stat().st_size < 16 * 2**20 for f in files)
+    rows = json.loads((out / "gpu_check.json").read_text())["rows"]
+    assert {r["result"] for r in rows} == {"PASS", "n/a"} and len(rows) == 8, rows
+    assert (out / "gpu_check.md").read_text().startswith("| check | result | numbers |")
+    assert "fairseq_luong registered" in (out / "gpu_session.log").read_text()
+    with tarfile.open(out / "gpu_check_logs.tar.gz") as tar:
+        assert {"./float32_cpu.log", "./generate_device.log", "./speed.log"} <= set(tar.getnames())
+    # the imports of every process: gpu_check.py, fairseq's commands, benchmark_speed.py's workers
+    dumps = [json.loads(p.read_text()) for p in trace.iterdir()]
+    assert len(dumps) >= 10
+    needed = set().union(*(distributions(d) for d in dumps))
+    assert needed - on_the_gpu_machine() - set(pins()) == set()
+
+
+@pytest.mark.full
+def test_the_session_stopped_by_its_budget_keeps_what_it_did(tmp_path):
+    """--budget stops gpu_check.py (status 124) and the logs written so far still come back."""
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(BENCH / "gpu_session.sh"), "--cpu-stand-in", "--budget", "25",
+                           "--work", str(tmp_path / "work")], capture_output=True, text=True,
+                          env=dict(ENV, OUT=str(out)))
+    assert proc.returncode == 124, proc.stdout[-3000:]
+    assert "gpu_session.sh: gpu_check.py stopped after 25 s (--budget)" in proc.stdout
+    with tarfile.open(out / "gpu_check_logs.tar.gz") as tar:
+        assert "./float32_cpu.log" in tar.getnames()
+    assert not (out / "gpu_check.json").exists()
