@@ -112,8 +112,10 @@ def test_each_training_is_published_with_its_commit_options_and_scores(work):
         assert set(r["scores"]) == scores and r["train_minutes"] is not None, rel
         assert (results / rel / "train.log").exists() and not list((results / rel).glob("*.pt")), rel
     r = json.loads((results / "systems/m30k_localp_general_feed.s1/result.json").read_text())
-    assert r["train_options"].startswith("--arch luong_localp --encoder-layers 2") and r["train_options"].endswith(
-        "--reverse-source --dropout 0.2 --seed 1")
+    options = r["train_options"]
+    assert options.startswith("--arch luong_localp --encoder-layers 2")
+    assert " --reverse-source --dropout 0.2 " in options
+    assert options.endswith("--max-epoch 1 --no-epoch-checkpoints --log-interval 50 --seed 1")
     assert r["scores"]["bleu"] == json.loads((results / "systems/m30k_localp_general_feed.s1/test.bleu.json")
                                              .read_text())["score"]
     # what the tables read: the references, the forced alignments, the heat map
@@ -160,19 +162,19 @@ name="${@: -2:1}" seed="${@: -1}"
 echo "start $name $seed $OMP_NUM_THREADS $(date +%s.%N)" >> "$LOG"
 sleep 0.4
 echo "end $name $seed $(date +%s.%N)" >> "$LOG"
-[[ "$name $seed" != "m30k_localp_general_feed 1" ]]
+[[ "$name $seed" != "kftt_localp_general_feed 1" ]]
 """)
     monkeypatch.setenv("LOG", str(tmp_path / "log"))
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # what the scheduler must not pass on
     opts = ["--work-dir", str(tmp_path / "work"), "--beam", "5", "--slice", "0", "--epochs", "10", "--size", "128"]
-    with pytest.raises(SystemExit, match=r"failed: m30k_localp_general_feed seed 1 \(exit 1"):
+    with pytest.raises(SystemExit, match=r"failed: kftt_localp_general_feed seed 1 \(exit 1"):
         runner.run_all(2, str(fake), str(tmp_path / "results"), opts)
     events = [line.split() for line in (tmp_path / "log").read_text().splitlines()]
     starts = [e for e in events if e[0] == "start"]
-    # the run order: seed 1 of the ladder first; each with one thread
+    # the run order: seed 1 of the systems, the two corpora alternating; each with one thread
     starts.sort(key=lambda e: float(e[4]))
-    assert {e[1] for e in starts[:2]} == {"m30k_base", "m30k_reverse"}
-    assert "m30k_dropout" in {e[1] for e in starts[2:4]}
+    assert {e[1] for e in starts[:2]} == {"m30k_base", "kftt_global_location_feed"}
+    assert {e[1] for e in starts[2:4]} == {"m30k_reverse", "kftt_localm_general_feed"}
     assert {e[3] for e in starts} == {"1"}
     # two at once, never more
     timeline = sorted([(float(e[4]), 1) for e in starts] + [(float(e[3]), -1) for e in events if e[0] == "end"])
@@ -195,16 +197,55 @@ def test_plan_uses_the_minutes_the_study_measured(tmp_path):
     out = run_command(["python", str(RUN.parent / "study.py"), "plan", "--results", str(results), "--jobs", "2"]).stdout
     rows = {tuple(line.split()[:2]): line for line in out.splitlines()}
     assert rows[("m30k_base", "1")].split()[3:5] == ["5.0", "measured"]
-    assert rows[("m30k_reverse", "2")].split()[3:] == ["5.0", "mean", "of", "1", "measured"]
-    assert rows[("m30k_localp_general_feed", "3")].split()[3] == "12.0"
+    assert rows[("m30k_reverse", "2")].split()[3:] == ["8.5", "mean", "of", "2", "measured"]
+    assert rows[("m30k_localp_general_feed", "1")].split()[3] == "12.0"
     assert "2 of 34 measured" in out.splitlines()[-1]
+
+
+def _log_line(epoch, ppl, lr, updates):
+    """A fairseq-train log's two lines at the end of an epoch: its training and validation statistics."""
+    loss = f"{__import__('math').log2(ppl):.3f}"
+    return (f"2026-11-27 06:00:00 | INFO | train | epoch {epoch:03d} | loss {loss} | ppl {ppl} | lr {lr} | "
+            f"num_updates {updates} | wall {updates}\n"
+            f"2026-11-27 06:00:01 | INFO | valid | epoch {epoch:03d} | valid on 'valid' subset | loss {loss} | "
+            f"nll_loss {loss} | ppl {ppl} | num_updates {updates}\n")
+
+
+@pytest.mark.parametrize("ppls,lrs,ending,flat,stopped,last_two", [
+    # the rate halved five times: stopped by the schedule, the last two epochs fell 0.8 %
+    ((20.0, 10.0, 8.0, 7.48, 7.44, 7.42), (1, 1, 0.5, 0.25, 0.125, 0.0625),
+     "stopping training because current learning rate (0.03125) is smaller than or equal to minimum learning rate",
+     True, "rate halved 5 times", 100 * (7.48 - 7.42) / 7.48),
+    # still falling 5 % an epoch at the epoch cap: not flat
+    ((20.0, 10.0, 9.0, 8.55), (1, 1, 1, 1), "done training in 100.0 seconds", False, "the epoch cap",
+     100 * (10.0 - 8.55) / 10.0),
+    # rising (overfitting): flat, the fall negative
+    ((20.0, 10.0, 10.5, 11.0), (1, 1, 0.5, 0.25), "done training", True, "the epoch cap", -10.0),
+    # perSPE: fairseq's --patience stopped it
+    ((20.0, 10.0, 9.0, 9.1, 9.2), (1e-3, 1e-3, 1e-3, 1e-3, 1e-3),
+     "early stop since valid performance hasn't improved for last 2 runs", True, "no better validation in 2 epochs",
+     100 * (9.0 - 9.2) / 9.0),
+    # cut off by a stop (no "done training"): unfinished
+    ((20.0, 10.0, 9.995, 9.99), (1, 1, 1, 1), "", True, "unfinished", 0.1),
+])
+def test_convergence_reads_epochs_rate_and_the_fall_of_the_last_two_epochs(tmp_path, ppls, lrs, ending, flat,
+                                                                          stopped, last_two):
+    """What the report's convergence table says of each training: a curve ends flat when
+    validation perplexity fell by less than 1 % over its last two epochs."""
+    study, _ = load_runner()
+    log = tmp_path / "train.log"
+    log.write_text("".join(_log_line(e + 1, p, lr, 10 * (e + 1)) for e, (p, lr) in enumerate(zip(ppls, lrs)))
+                   + (f"2026-11-27 06:00:02 | INFO | fairseq_cli.train | {ending}\n" if ending else ""))
+    c = study.convergence(str(log))
+    assert (c.epochs, c.final_lr, c.stopped, c.flat, c.best_ppl) == (len(ppls), lrs[-1], stopped, flat, min(ppls))
+    assert c.last_two == pytest.approx(last_two)
 
 
 def test_report_has_every_table_and_says_what_is_missing(work):
     report = (work / "results" / "report.md").read_text("utf-8")
     for heading in ("## Verdicts", "## Table 1 in form", "## Table 4 in form", "## Table 6 in form",
-                    "## Bahdanau et al. (2014) Figure 2 in form", "## perSPE in form",
-                    "## The trainings and how to remake each"):
+                    "## Bahdanau et al. (2014) Figure 2 in form", "## perSPE in form", "## Convergence",
+                    "## Learning curves", "## The trainings and how to remake each"):
         assert heading in report, heading
     assert (work / "results" / "figures" / "fig2_bleu_by_length.png").stat().st_size > 0
     # the ensemble's members were not all trained: the report says so, it does not invent a row

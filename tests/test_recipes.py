@@ -286,20 +286,21 @@ def test_the_wmt_recipe_reads_its_rows_as_data_by_field(tmp_path):
 
 def test_the_perspe_recipe_and_the_study_train_the_papers_systems_as_the_protocol_writes_them():
     """perSPE's systems are written once (fairseq_luong/protocols/oka2022.py): the recipe's
-    `systems` lists them, and the in-form study trains the protocol's two with the options its
-    published results record (trained by 5d3782f, when the study kept its own copy)."""
+    `systems` lists them, and the in-form study trains the protocol's two (with its own stopping
+    rule added), as the results it published record."""
     import runpy
 
     from fairseq_luong.protocols import oka2022
 
     study = runpy.run_path(str(REPO / "examples" / "luong2015_in_form" / "study.py"), run_name="study")
-
-    published = sorted((REPO / "examples" / "luong2015_in_form" / "results" / "perspe").rglob("result.json"))
-    assert len(published) == 6  # 2 systems x 3 seeds
-    for path in published:
+    for name, options in study["PERSPE_SYSTEMS"].items():
+        assert options == list(oka2022.BY_NAME[name].options), name
+        assert study["perspe_options"](name)[:len(options)] == options
+    for path in sorted((REPO / "examples" / "luong2015_in_form" / "results" / "perspe").rglob("result.json")):
         result = json.loads(path.read_text())
         name = result["system"][len("perspe_"):]
-        assert result["train_options"] == "PRESET=small " + " ".join(study["PERSPE_SYSTEMS"][name]), path
+        assert result["train_options"] == (f"PRESET=small MAX_UPDATE={study['PERSPE_MAX_UPDATE']} "
+                                           + " ".join(study["perspe_options"](name))), path
     listed = recipe("perspe", "systems").stdout.splitlines()
     assert [line.split()[0] for line in listed[1:]] == [s.name for s in oka2022.SYSTEMS]
     assert listed[3].endswith("  --encoder-pos spe --decoder-pos perspe --perturb-range 1 --perturb-unit phrase")

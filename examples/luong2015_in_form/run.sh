@@ -16,7 +16,9 @@
 #   bash examples/luong2015_in_form/run.sh [OPTIONS] eval            translate, score, align what is trained
 #   bash examples/luong2015_in_form/run.sh [OPTIONS] report          WORK/report.md and WORK/figures/
 #   bash examples/luong2015_in_form/run.sh [OPTIONS] all             all of it, in that order
-#   bash examples/luong2015_in_form/run.sh [OPTIONS] time SYSTEM     minutes per epoch of SYSTEM here
+#   bash examples/luong2015_in_form/run.sh [OPTIONS] time SYSTEM [-- OPTIONS]
+#                                                                    minutes per epoch of SYSTEM here
+#                                                                    (e.g. -- --bf16)
 #   bash examples/luong2015_in_form/run.sh systems                   the systems and their seeds
 #
 # SYSTEM is a name of `systems` (m30k_*, kftt_*), or perspe_spe_spe / perspe_spe_perspe
@@ -28,8 +30,10 @@
 #   --work-dir DIR   everything goes here (default: runs/luong2015_in_form in the checkout)
 #   --beam N         beam size of every translation (default: 5)
 #   --slice N        use the first N training pairs of each corpus (tests; default: all)
-#   --epochs N       epochs of every system (default: 10, the paper's; tests: fewer)
-#   --size H         units of every layer (default: 128; tests: fewer)
+#   --epochs N       at most N epochs of every system (default: study.py MAX_EPOCHS; the
+#                    schedule stops each training when it has converged; tests: fewer)
+#   --size H         units of every layer of every system (default 0: the study's own, study.py
+#                    SIZES: one per corpus; tests: fewer)
 #   --jobs N         trainings at a time in `study`, one thread each (default: 2)
 #   --results DIR    where `study`, `one` and `finish` publish the small result files and the
 #                    report (default: results/ beside this script, committed after each
@@ -45,9 +49,9 @@ REPO="$(cd "$HERE/../.." && pwd)"
 RECIPE=in_form
 STUDY="$HERE/study.py" TOOLS_DATA="$HERE/data_tools.py"
 
-SHARED="$REPO/../shared/data" WORK="$REPO/runs/luong2015_in_form" BEAM=5 SLICE=0 EPOCHS=10 SIZE=128
+SHARED="$REPO/../shared/data" WORK="$REPO/runs/luong2015_in_form" BEAM=5 SLICE=0 EPOCHS="" SIZE=0
 JOBS=2 RESULTS="$HERE/results"
-usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n "2,$(( $(grep -n '^set -euo' "$0" | cut -d: -f1) - 1 ))p" "$0" | sed 's/^# \{0,1\}//'; }
 source "$REPO/examples/common/recipe.sh"
 declare -A OPTS=([--shared]=SHARED [--work-dir]=WORK [--beam]=BEAM [--slice]=SLICE [--epochs]=EPOCHS [--size]=SIZE
                  [--jobs]=JOBS [--results]=RESULTS)
@@ -57,14 +61,16 @@ parse_options "${ARGS[@]+"${ARGS[@]}"}"
 set -- "${POS[@]+"${POS[@]}"}"
 [[ "$BEAM" =~ ^[1-9][0-9]*$ ]] || die "--beam $BEAM: give a positive whole number"
 [[ "$SLICE" =~ ^[0-9]+$ ]] || die "--slice $SLICE: give a whole number (0: all pairs)"
-[[ "$EPOCHS" =~ ^[1-9][0-9]*$ ]] || die "--epochs $EPOCHS: give a positive whole number"
-[[ "$SIZE" =~ ^[1-9][0-9]*$ && $(( SIZE % 2 )) == 0 ]] || die "--size $SIZE: give a positive even number"
+[[ -z "$EPOCHS" || "$EPOCHS" =~ ^[1-9][0-9]*$ ]] || die "--epochs $EPOCHS: give a positive whole number"
+[[ "$SIZE" =~ ^[0-9]+$ && $(( SIZE % 2 )) == 0 ]] || die "--size $SIZE: give an even number (0: the study's own sizes)"
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs $JOBS: give a positive whole number"
-# the options that make the study what it is (the key of every published result)
-STUDY_OPTS=(--shared "$SHARED" --work-dir "$WORK" --beam "$BEAM" --slice "$SLICE" --epochs "$EPOCHS" --size "$SIZE")
 if (( PLAN )); then command -v python >/dev/null && python "$STUDY" plan --results "$RESULTS" --jobs "$JOBS"; exit 0; fi
 recipe_init
-M30K="$WORK/data/m30k" KFTT="$WORK/data/kftt" ENJA="$WORK/data/kftt_enja"
+# the study's own epoch cap (study.py MAX_EPOCHS) unless given
+[[ -n "$EPOCHS" ]] || EPOCHS="$(python "$STUDY" default max-epochs)"
+# the options that make the study what it is (the key of every published result)
+STUDY_OPTS=(--shared "$SHARED" --work-dir "$WORK" --beam "$BEAM" --slice "$SLICE" --epochs "$EPOCHS" --size "$SIZE")
+M30K="$WORK/data/m30k" KFTT="$WORK/data/kftt"
 M30K_SRC_WORDS=4000 M30K_TGT_WORDS=5000 KFTT_PIECES=8000 KFTT_VALID=150
 
 # slice_copy SPLIT SRC DST: with --slice N, the first N lines of a training file and the first
@@ -111,7 +117,7 @@ $M30K_TGT_WORDS German words (the rest: <unk>)"
 }
 
 # --------------------------------------------------------------------------
-# KFTT Ja->En (Table 6, Bahdanau et al.'s Figure 2) and En->Ja (perSPE), without the
+# KFTT Ja->En (Table 6, Bahdanau et al.'s Figure 2), without the
 # gold-aligned sentences
 prepare_kftt() {
   local d="$SHARED/kftt_30k_ja_en" g="$SHARED/kftt_gold_align_ja_en" split lang
@@ -122,7 +128,7 @@ prepare_kftt() {
 data: $(data_key "$d"/{train,tune}.{ja,en} "$g"/jaen.{ja,en})"
   same_or_refuse "$KFTT/prepared.options" "$key" "$KFTT (prepared KFTT)"
   fresh "$KFTT/bin/.done" "$key" && return
-  mkdir -p "$KFTT/split" "$KFTT/text" "$KFTT/spm" "$ENJA"
+  mkdir -p "$KFTT/split" "$KFTT/text" "$KFTT/spm"
   python "$TOOLS_DATA" kftt-split "$KFTT/split" --kftt "$d" --gold "$g" --valid "$KFTT_VALID"
   for split in train valid test; do for lang in ja en; do
     slice_copy "$split" "$KFTT/split/$split.$lang" "$KFTT/split/$split.$lang"
@@ -148,11 +154,6 @@ data: $(data_key "$d"/{train,tune}.{ja,en} "$g"/jaen.{ja,en})"
   fairseq-preprocess -s ja -t en --trainpref "$KFTT/spm/train" --validpref "$KFTT/spm/valid" \
     --testpref "$KFTT/spm/test" --destdir "$KFTT/bin" --workers "$(nproc)" > "$KFTT/preprocess.log" 2>&1 \
     || { tail -20 "$KFTT/preprocess.log" >&2; die "fairseq-preprocess failed ($KFTT/preprocess.log)"; }
-  # En->Ja for examples/perspe (DATA=...: {train,dev,test}.{en,ja}; JA_SEGMENTED=1 joins the words)
-  for split in train valid test; do
-    local to="$split"; [[ "$split" == valid ]] && to=dev
-    cp "$KFTT/split/$split.en" "$ENJA/$to.en"; cp "$KFTT/split/$split.ja" "$ENJA/$to.ja"
-  done
   touch "$KFTT/bin/.done"; stamp "$KFTT/bin/.done" "$key"
 }
 
@@ -166,23 +167,24 @@ corpus_bin() {  # corpus_bin CORPUS: its data-bin, after checking it is prepared
 
 # --------------------------------------------------------------------------
 # Training
-perspe() {  # examples/perspe/run.sh on KFTT En->Ja, PRESET=small
-  [[ -f "$ENJA/train.en" ]] || die "run prepare first ($ENJA)"
-  DATA="$ENJA" WORK="$WORK/perspe" PRESET=small TABLE=1 JA_SEGMENTED=1 SEEDS="${PERSPE_SEEDS:-1 2 3}" \
+perspe() {  # examples/perspe/run.sh on small_parallel_enja En->Ja, PRESET=small (its own preset and scoring)
+  local d="$SHARED/small_parallel_enja" split lang
+  for split in train dev test; do for lang in en ja; do
+    need_file "$d/$split.$lang" "--shared must hold small_parallel_enja/{train,dev,test}.{en,ja}"
+  done; done
+  if (( SLICE > 0 )); then  # --slice N: the first N training pairs (and N / 10 of dev and test)
+    mkdir -p "$WORK/data/small_parallel_enja"
+    for split in train dev test; do for lang in en ja; do
+      slice_copy "$split" "$d/$split.$lang" "$WORK/data/small_parallel_enja/$split.$lang"
+    done; done
+    d="$WORK/data/small_parallel_enja"
+  fi
+  MAX_UPDATE="${MAX_UPDATE:-$(python "$STUDY" default perspe-max-update)}" \
+  DATA="$d" WORK="$WORK/perspe" PRESET=small TABLE=1 JA_SEGMENTED=1 SEEDS="${PERSPE_SEEDS:-1 2 3}" \
     bash "$REPO/examples/perspe/run.sh" "$@"
 }
 
-perspe_options() {  # the options of perspe_NAME (study.py defines them)
-  python - "$STUDY" "$1" <<'PY'
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("study", sys.argv[1]); m = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(m)
-name = sys.argv[2]
-if name not in m.PERSPE_SYSTEMS:
-    sys.exit(f"unknown perSPE system {name!r} (known: {' '.join('perspe_' + n for n in m.PERSPE_SYSTEMS)})")
-print("\n".join(m.PERSPE_SYSTEMS[name]))
-PY
-}
+perspe_options() { python "$STUDY" perspe-options "$1"; }  # the options of perspe_NAME (study.py)
 
 train_one() {  # train_one SYSTEM SEED [extra fairseq-train options]
   local name="$1" seed="$2"; shift 2
@@ -231,34 +233,47 @@ train_all() {
   done
 }
 
-# time SYSTEM: 200 updates of SYSTEM's seed 1 alone (no validation, no checkpoint), then
-# minutes per epoch = seconds per update x updates per epoch
+# time SYSTEM [-- OPTIONS]: 200 updates of SYSTEM's seed 1 alone (no validation, no checkpoint;
+# OPTIONS added, e.g. --bf16), then minutes per epoch = seconds per update x updates per epoch.
+# A perSPE system trains 200 updates in WORK/perspe/systems/timing_NAME (deleted after).
 time_system() {
-  local name="$1" corpus bin args
-  corpus="$(python "$STUDY" systems | awk -v n="$name" '$1 == n {print $3; exit}')"
-  [[ -n "$corpus" ]] || die "unknown system '$name'"
-  bin="$(corpus_bin "$corpus")"
-  mapfile -t args < <(python "$STUDY" args "$name" --epochs "$EPOCHS" --size "$SIZE")
-  local dir="$WORK/timing/$name"; rm -rf "$dir"; mkdir -p "$dir"
-  fairseq-train "$bin" --user-dir "$REPO/fairseq_luong" "${args[@]}" --seed 1 --max-update 201 \
-    --log-interval 1 --log-format simple --no-progress-bar --disable-validation --no-save \
-    --save-dir "$dir" > "$dir/train.log" 2>&1 || { tail -20 "$dir/train.log" >&2; die "fairseq-train failed"; }
-  python - "$dir/train.log" "$name" <<'PY'
+  local name="$1" corpus bin args log; shift
+  if [[ "$name" == perspe_* ]]; then
+    local opts; opts="$(perspe_options "${name#perspe_}")" || exit 1
+    mapfile -t opts <<< "$opts"
+    rm -rf "$WORK/perspe/systems/timing_${name#perspe_}"
+    PERSPE_SEEDS=1 MAX_UPDATE=201 perspe train "timing_${name#perspe_}" -- "${opts[@]}" --log-interval 10 "$@" >&2
+    log="$WORK/perspe/systems/timing_${name#perspe_}/seed1/train.log"
+  else
+    corpus="$(python "$STUDY" systems | awk -v n="$name" '$1 == n {print $3; exit}')"
+    [[ -n "$corpus" ]] || die "unknown system '$name'"
+    bin="$(corpus_bin "$corpus")"
+    mapfile -t args < <(python "$STUDY" args "$name" --epochs "$EPOCHS" --size "$SIZE")
+    local dir="$WORK/timing/$name"; rm -rf "$dir"; mkdir -p "$dir"; log="$dir/train.log"
+    fairseq-train "$bin" --user-dir "$REPO/fairseq_luong" "${args[@]}" --seed 1 --max-update 201 \
+      --log-interval 1 --log-format simple --no-progress-bar --disable-validation --no-save \
+      --save-dir "$dir" "$@" > "$log" 2>&1 || { tail -20 "$log" >&2; die "fairseq-train failed"; }
+  fi
+  python - "$log" "$name" "$([[ "$name" == perspe_* ]] && echo "the perSPE preset" || { (( SIZE )) && echo "size $SIZE" || echo "the study's size"; })${*:+, $*}" <<'PY'
 import re, sys
 walls, steps = [], None
 for line in open(sys.argv[1], encoding="utf-8"):
     m = re.search(r"epoch \d+:\s+(\d+) / (\d+) .*wall=([\d.]+)", line)
     if m:
-        walls.append(float(m.group(3))); steps = int(m.group(2))
-per_update = (walls[-1] - walls[0]) / (len(walls) - 1)
-print(f"{sys.argv[2]}: {per_update:.3f} s per update, {steps} updates per epoch: "
-      f"{per_update * steps / 60:.2f} minutes per epoch (no validation)")
+        walls.append((int(m.group(1)), float(m.group(3)))); steps = int(m.group(2))
+(u0, w0), (u1, w1) = walls[0], walls[-1]
+per_update = (w1 - w0) / (u1 - u0)
+print(f"{sys.argv[2]} ({sys.argv[3]}): {per_update:.3f} s per update, {steps} updates "
+      f"per epoch: {per_update * steps / 60:.2f} minutes per epoch (no validation)")
 PY
+  [[ "$name" == perspe_* ]] && rm -rf "$WORK/perspe/systems/timing_${name#perspe_}"
+  return 0
 }
 
 # --------------------------------------------------------------------------
 # Evaluation: every trained (system, seed) -> WORK/systems/NAME.sSEED/
-#   model.pt           the final state (checkpoint_last.pt: the paper evaluates the last model)
+#   model.pt           the state of the best validation loss (checkpoint_best.pt: the schedule
+#                      stops after epochs that did not improve it)
 #   test_ppl.json      perplexity on the test set (the paper's Tables 1 and 4: newstest2014)
 #   test.detok         the translation of the test set, detokenised (KFTT: SentencePiece undone)
 #   test.bleu.json     sacreBLEU against the raw reference
@@ -304,7 +319,7 @@ evaluate_system() {  # NAME SEED CORPUS
   local name="$1" seed="$2" corpus="$3" label="$1.s$2" bin
   local dir="$WORK/systems/$label"
   bin="$(corpus_bin "$corpus")"
-  average_last "$label" 1
+  best_model "$label"
   test_ppl "$label" "$bin"
   if [[ "$corpus" == m30k ]]; then
     translate "$label" "$bin" "$dir/model.pt" "$M30K/tok/test.de" "$dir/test" --gen-subset test "${GEN[@]}"
@@ -319,6 +334,17 @@ evaluate_system() {  # NAME SEED CORPUS
       --post-process sentencepiece
     finish "$dir/test" en "$KFTT/text/test.en"
   fi
+}
+
+# best_model LABEL: WORK/systems/LABEL/model.pt, a copy of its checkpoint_best.pt
+best_model() {
+  local dir="$WORK/systems/$1" key
+  [[ -f "$dir/trained.key" ]] || die "$1: not trained (no $dir/trained): train it first"
+  key="$(ident "$dir/trained") best"
+  fresh "$dir/model.pt" "$key" && return
+  [[ -f "$dir/checkpoints/checkpoint_best.pt" ]] || die "$1: no checkpoint_best.pt in $dir/checkpoints"
+  cp "$dir/checkpoints/checkpoint_best.pt" "$dir/model.pt"
+  stamp "$dir/model.pt" "$key"
 }
 
 model_paths() {  # model_paths NAME.sSEED...: their model.pt joined by ':' (an ensemble)
@@ -418,8 +444,9 @@ evaluate() {
   return 0
 }
 
-# evaluate_perspe NAME SEED: the perSPE seed's last checkpoint translates KFTT test (beam BEAM,
-# plain positions), scored by examples/perspe/score.py on normalised text (ja-mecab):
+# evaluate_perspe NAME SEED: the perSPE seed's last checkpoint translates small_parallel_enja's
+# test (beam BEAM, plain positions: the preset's decoding), scored by examples/perspe/score.py
+# on normalised text (ja-mecab), as the perSPE recipe scores:
 # WORK/perspe/systems/NAME/seedSEED/study_test.{out,hyp}, study_bleu.json
 evaluate_perspe() {
   local name="$1" seed="$2" dir="$WORK/perspe/systems/$1/seed$2"
@@ -500,8 +527,8 @@ case "$cmd" in
   prepare) prepare ;;
   train) [[ $# -ge 1 && $# -le 2 ]] || { usage; exit 2; }; train "$@" ;;
   train-all) train_all ;;
-  time) [[ $# -eq 1 ]] || { usage; exit 2; }; time_system "$1" ;;
-  systems) python "$STUDY" systems; echo "perspe_spe_spe 1 2 3 kftt_enja"; echo "perspe_spe_perspe 1 2 3 kftt_enja" ;;
+  time) [[ $# -eq 1 ]] || { usage; exit 2; }; time_system "$1" "${EXTRA[@]+"${EXTRA[@]}"}" ;;
+  systems) python "$STUDY" systems; echo "perspe_spe_spe 1 2 3 small_parallel_enja"; echo "perspe_spe_perspe 1 2 3 small_parallel_enja" ;;
   eval) evaluate ;;
   study) study ;;
   one) [[ $# -eq 2 ]] || { usage; exit 2; }; one "$@" ;;

@@ -99,7 +99,8 @@ def train_options(label: Label, opts: Dict[str, str]) -> str:
     import study
 
     if label.perspe:
-        words = ["PRESET=small"] + study.PERSPE_SYSTEMS[label.name[len("perspe_"):]]
+        words = (["PRESET=small", f"MAX_UPDATE={os.environ.get('MAX_UPDATE', study.PERSPE_MAX_UPDATE)}"]
+                 + study.perspe_options(label.name[len("perspe_"):]))
     else:
         words = study.BY_NAME[label.name].options(int(opts["epochs"]), int(opts["size"])) + ["--seed", str(label.seed)]
     return " ".join(shlex.quote(w) for w in words)

@@ -11,35 +11,83 @@ and training options), the rows of Luong et al.'s Tables 1, 4 and 6 with the pap
 numbers, Bahdanau et al.'s Figure 2 and perSPE's claim.
 """
 import argparse
+import itertools
 import json
 import math
 import os
 import random
 import statistics
 import sys
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from fairseq_luong.data.text import read_lines
 from fairseq_luong.protocols import bahdanau2014, luong2015, oka2022
 
 # ---------------------------------------------------------------------------------
 # The protocol (Luong et al. 2015, section 4.1: fairseq_luong/protocols/luong2015.py) at
-# small scale. What differs from the paper's, and why:
-EPOCHS = luong2015.EPOCHS            # every system, every row: the paper's 10 (it gave dropout
-HALVE_AFTER = luong2015.HALVE_AFTER  # models 12, halving after 8): one schedule for the ladder
+# small scale, trained to convergence. What differs from the paper's, and why:
+#
+# The schedule. The paper trains 10 epochs (12 with dropout) and halves the rate every epoch
+# after the 5th (8th): 10 epochs of WMT'14's 4.5M pairs. 10 epochs of Multi30k's 29K are 2,270
+# updates, and the study of commit 5d3782f stopped there with validation perplexity still
+# falling (local-p seed 1: 15.26 -> 14.93 in its last epoch). So, for every system of every
+# row alike, the rate (SGD's 1.0; RNNsearch: Adadelta's 1.0) is halved after each epoch whose
+# validation loss is not below the best so far by HALVE_BELOW of it (fairseq's
+# reduce_lr_on_plateau, patience 0), and training stops once the rate has been halved
+# HALVINGS times (the paper halves 5 times: to 1/32) or after MAX_EPOCHS epochs. The model
+# evaluated is the one of the best validation loss (checkpoint_best.pt).
+HALVE_BELOW = 0.005  # of the validation loss (bits): 1 % of perplexity at a perplexity of 4
+HALVINGS = 5
+MAX_EPOCHS = 40      # a cap for the budget: the report names a training that reaches it
+
+
+def converge(lr: float, max_epochs: int = MAX_EPOCHS) -> List[str]:
+    """The study's schedule on top of an optimiser whose rate starts at ``lr`` (see above)."""
+    return ["--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "0.5", "--lr-patience", "0",
+            "--lr-threshold", str(HALVE_BELOW), "--stop-min-lr", str(lr * 0.5 ** HALVINGS),
+            "--max-epoch", str(max_epochs), "--no-epoch-checkpoints", "--log-interval", "50"]
+
+
+# Precision: float32, as the paper. --bf16 was measured (the README's plan): on this CPU it trains
+# Multi30k at 2 x 128 only 1.12 times as fast, and its validation perplexity after epochs 1-4 of
+# local-p was 8 % above float32's at every epoch (128.8, 60.7, 48.9, 33.7 against 118.0, 56.2,
+# 42.1, 31.2), so the study does not use it
+PRECISION: List[str] = []
 SEEDS = (1, 2, 3)  # the ladder rows
-# 2 x 128 (the paper: 4 x 1000): the size at which the whole study fits in ~6 hours on 2 cores
-SIZE = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "128",
-        "--decoder-embed-dim", "128", "--encoder-hidden-size", "128", "--decoder-hidden-size", "128"]
-# the paper's initialisation, output layer, optimiser and halving, with the study's schedule
-PAPER_TRAIN = (luong2015.INIT + luong2015.optimizer() + luong2015.halving(EPOCHS, HALVE_AFTER)
-               + ["--no-epoch-checkpoints", "--log-interval", "50"])
+# The units of every layer, embedding and attention of each corpus (the paper: 4 x 1000), chosen
+# by measurement (run.sh time and the pilots: the README's plan): Multi30k's local-p reaches its
+# target (22 BLEU) at 2 x 128; KFTT, harder and with longer sentences, takes 2 x 256; together
+# the study fits in about 12 hours of two cores
+SIZES = {"m30k": 128, "kftt": 256}
+LAYERS = ["--encoder-layers", "2", "--decoder-layers", "2"]
+# the paper's initialisation, output layer and optimiser, with the study's schedule
+PAPER_TRAIN = luong2015.INIT + luong2015.optimizer()
 # RNNsearch (Bahdanau et al. 2014): its own initialisation (appendix B.1) and optimiser
-# (appendix B.2: fairseq_luong/protocols/bahdanau2014.py), the same epochs
-RNNSEARCH_SIZE = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
-                  "--encoder-hidden-size", "128", "--decoder-hidden-size", "128",
-                  "--attention-dim", "128", "--maxout-dim", "128"]
-RNNSEARCH_TRAIN = bahdanau2014.train(EPOCHS) + ["--no-epoch-checkpoints", "--log-interval", "50"]
+# (appendix B.2: fairseq_luong/protocols/bahdanau2014.py), the same schedule
+RNNSEARCH_TRAIN = bahdanau2014.optimizer()
+# The optimiser of every KFTT row (Table 6 and Figure 2, RNNsearch's too). The paper's SGD at 1.0
+# learns KFTT too slowly for 2 cores: a 2 x 256 local-p pilot with the study's schedule (the
+# README's plan) was at validation perplexity 119 after 8 epochs (BLEU 0.15), still falling
+# 11 % an epoch, where Adam (0.001) was at 155 after 3; Multi30k's rows converge with SGD in
+# about 25 epochs and keep it. The rest of each protocol (batches, gradient norm, schedule) stays.
+KFTT_OPTIMIZER = ["--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--lr", "0.001"]
+
+
+def with_optimizer(args: Sequence[str], optimizer: Sequence[str]) -> List[str]:
+    """ARGS with their optimiser (--optimizer, its own --adadelta-* / --adam-* options and --lr)
+    replaced by OPTIMIZER."""
+    owned = ("--optimizer", "--lr", "--adadelta-", "--adam-")
+    out, i = [], 0
+    while i < len(args):
+        if args[i].startswith(owned):
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    return list(optimizer) + out
+# the options that take the size (units) and the epoch cap; System.options sets them
+SIZED = ("--encoder-embed-dim", "--decoder-embed-dim", "--encoder-hidden-size", "--decoder-hidden-size",
+         "--attention-dim", "--maxout-dim")
 
 
 class System(NamedTuple):
@@ -49,20 +97,13 @@ class System(NamedTuple):
     args: Tuple[str, ...]
     attention: bool
 
-    def options(self, epochs: int = EPOCHS, size: int = 128) -> List[str]:
-        """fairseq-train options; other ``epochs`` (the lr halved after half of them) and
-        ``size`` (units of every layer, embeddings and attention) make the same system smaller
-        or shorter, for tests (the study itself uses the defaults)."""
-        out = list(self.args)
-        sized = {"--encoder-embed-dim", "--decoder-embed-dim", "--encoder-hidden-size",
-                 "--decoder-hidden-size", "--attention-dim", "--maxout-dim"}
+    def options(self, max_epochs: int = MAX_EPOCHS, size: Optional[int] = None) -> List[str]:
+        """fairseq-train options; a ``size`` (units of every layer, embedding and attention;
+        default: its corpus's) and ``max_epochs`` make the same system smaller and shorter, for tests."""
+        out = list(self.args) + PRECISION + converge(float(self.args[self.args.index("--lr") + 1]), max_epochs)
         for i, word in enumerate(out[:-1]):
-            if word in sized:
+            if word in SIZED and size:
                 out[i + 1] = str(size)
-            elif word == "--max-epoch":
-                out[i + 1] = str(epochs)
-            elif word == "--force-anneal":
-                out[i + 1] = str(epochs // 2 + 1)
         return out
 
 
@@ -70,7 +111,9 @@ def luong(name, corpus, seeds, model, *extra):
     """System NAME: the protocol's MODEL (its arch, options, reversal and dropout) at the
     study's size and schedule, then EXTRA."""
     m = luong2015.MODELS[model]
-    args = (["--arch", m.arch] + SIZE + PAPER_TRAIN + list(m.flags) + (luong2015.REVERSE if m.reverse else [])
+    train = with_optimizer(PAPER_TRAIN, KFTT_OPTIMIZER) if corpus == "kftt" else PAPER_TRAIN
+    args = (["--arch", m.arch] + LAYERS + [w for o in SIZED[:4] for w in (o, str(SIZES[corpus]))] + train
+            + list(m.flags) + (luong2015.REVERSE if m.reverse else [])
             + luong2015.dropout(m.dropout) + list(extra))
     return System(name, corpus, tuple(seeds), tuple(args), m.arch != "luong_base")
 
@@ -95,7 +138,8 @@ SYSTEMS: List[System] = [
     luong("kftt_localm_general_feed", "kftt", (1,), "localm_general_feed"),
     luong("kftt_localp_general_feed", "kftt", (1,), "localp_general_feed"),
     luong("kftt_base_dropout", "kftt", (1,), "dropout"),
-    System("kftt_rnnsearch", "kftt", (1,), ("--arch", "rnnsearch", *RNNSEARCH_SIZE, *RNNSEARCH_TRAIN), True),
+    System("kftt_rnnsearch", "kftt", (1,), ("--arch", "rnnsearch", *(w for o in SIZED for w in (o, str(SIZES["kftt"]))),
+                                            *with_optimizer(RNNSEARCH_TRAIN, KFTT_OPTIMIZER)), True),
 ]
 BY_NAME = {s.name: s for s in SYSTEMS}
 # The ensemble row: eight attention models, as the paper's (its 8 mix scores and attentions)
@@ -108,6 +152,17 @@ FIG2_SYSTEMS = [("RNNsearch", "kftt_rnnsearch"), ("RNNencdec (luong_base)", "kft
 # perSPE's SPE/SPE and SPE/perSPE (k = 1, per phrase), as fairseq_luong/protocols/oka2022.py writes them
 PERSPE_SYSTEMS = {name: list(oka2022.BY_NAME[name].options) for name in ("spe_spe", "spe_perspe")}
 PERSPE_SEEDS = (1, 2, 3)
+# perSPE trains with its recipe's preset (examples/perspe: PRESET=small, Adam with an inverse
+# square-root rate, 2,000 updates, for small_parallel_enja on a CPU). Its 2,000 updates end with
+# validation perplexity still falling; here it trains until the validation loss has not
+# improved for PERSPE_PATIENCE epochs (fairseq's --patience), or PERSPE_MAX_UPDATE updates
+PERSPE_PATIENCE = 2
+PERSPE_MAX_UPDATE = 8000
+
+
+def perspe_options(name: str) -> List[str]:
+    """fairseq-train options of perSPE system NAME (after its recipe's preset)."""
+    return PERSPE_SYSTEMS[name] + ["--patience", str(PERSPE_PATIENCE)]
 
 
 class Row(NamedTuple):
@@ -136,79 +191,97 @@ TABLE6_PAPER["Berkeley aligner"] = luong2015.BERKELEY_AER
 
 
 def trainings(corpus: Optional[str] = None) -> List[Tuple[System, int]]:
-    """Every (system, seed) to train, seed 1 of every system first (so that a study cut
-    short has one of each), then the other seeds."""
+    """Every (system, seed) to train: seed 1 of every system first, the two corpora's systems
+    alternating (so that a study cut short has one of each, of both corpora), then the other seeds."""
     chosen = [s for s in SYSTEMS if corpus in (None, s.corpus)]
-    order = [(s, 1) for s in chosen if 1 in s.seeds]
+    m30k, kftt = ([s for s in chosen if s.corpus == c and 1 in s.seeds] for c in ("m30k", "kftt"))
+    order = [(s, 1) for pair in itertools.zip_longest(m30k, kftt) for s in pair if s is not None]
     order += [(s, seed) for seed in (2, 3) for s in chosen if seed in s.seeds]
     return order
 
 
 # ---------------------------------------------------------------------------------
-# The budget (run.sh --plan), before the study has measured its own trainings. Minutes per
-# epoch measured on this machine (2 cores of an AMD EPYC, AVX2, no GPU, torch 2.13.0, nothing
-# else running, OMP_NUM_THREADS=2) with `bash run.sh time SYSTEM` (200 updates of SYSTEM,
-# extrapolated to its epoch; validation not counted); with one thread the same took 1.25
-# times as long (m30k local-p: 0.95 against 0.76 minutes). perSPE: examples/perspe/README.md's
-# minutes per seed of PRESET=small
-# (2,000 updates of 2,048 tokens) on small_parallel_enja. Evaluation: an estimate.
-MINUTES_PER_EPOCH = {"m30k_base": 0.38, "m30k_attention": 0.76, "kftt_base": 0.98,
-                     "kftt_attention": 1.27, "kftt_rnnsearch": 2.19}
-ONE_THREAD_FACTOR = 1.25
-PERSPE_MINUTES_PER_SEED = 11.0
-EVAL_MINUTES = 30.0
+# The budget (run.sh --plan), before the study has measured its own trainings.
+# Minutes per epoch (validation not counted), one thread each, two trainings at a time, on the
+# project's machine (2 cores of an AMD EPYC with AVX-512 BF16, torch 2.13.0), 2026-11-27:
+# `bash run.sh --size S time SYSTEM [-- --bf16]` for m30k_localp_general_feed (m30k),
+# kftt_localp_general_feed (kftt), kftt_rnnsearch, perspe_spe_spe (its preset's size). The
+# systems without attention are counted as the attention ones of their corpus (an upper bound);
+# KFTT's were timed with SGD, whose update costs what Adam's does to within a few percent.
+EPOCH_MINUTES = {  # kind: {(size, precision): minutes}
+    "m30k": {(128, "float32"): 1.12, (128, "bf16"): 1.00, (256, "float32"): 2.76, (256, "bf16"): 1.68},
+    "kftt": {(128, "float32"): 2.45, (128, "bf16"): 2.06, (256, "float32"): 5.23, (256, "bf16"): 3.64},
+    "kftt_rnnsearch": {(128, "float32"): 3.62, (128, "bf16"): 3.12, (256, "float32"): 6.03, (256, "bf16"): 4.78},
+    "perspe": {(128, "float32"): 2.60, (128, "bf16"): 2.24},
+}
+# Epochs to convergence with the study's schedule: estimates from the pilots of the README's plan
+# (Multi30k local-p at 2 x 128 was at epoch 16 with the rate halved once; KFTT local-p with Adam at
+# 2 x 256 fell 55 % and 25 % in its epochs 2 and 3); perSPE: a guess. The plan replaces them with
+# the epochs of the trainings published so far.
+EXPECTED_EPOCHS = {"m30k": 26, "kftt": 16, "perspe": 20}
+EVAL_MINUTES = 3.0  # per training: test perplexity, beam search, unk replacement, alignment
 
 
 def budget_key(system: System) -> str:
-    if system.name == "kftt_rnnsearch":
-        return "kftt_rnnsearch"
-    return f"{system.corpus}_{'attention' if system.attention else 'base'}"
+    return "kftt_rnnsearch" if system.name == "kftt_rnnsearch" else system.corpus
+
+
+def epoch_minutes(kind: str) -> float:
+    size = 128 if kind == "perspe" else SIZES[kind.split("_")[0]]
+    return EPOCH_MINUTES[kind][(size, "bf16" if "--bf16" in PRECISION and kind != "perspe" else "float32")]
 
 
 def measured_minutes(results: Optional[str]) -> dict:
-    """{label: fairseq-train minutes} of the trainings published in RESULTS (result.json)."""
+    """{(system, seed): (fairseq-train minutes, epochs)} of the trainings published in RESULTS."""
     out = {}
     for root in (os.path.join(results, "systems"), os.path.join(results, "perspe", "systems")) if results else ():
         for dirpath, _, files in os.walk(root):
             if "result.json" in files:
                 r = load_json(os.path.join(dirpath, "result.json"))
                 if r.get("train_minutes") is not None and r.get("study", {}).get("slice") == "0":
-                    out[(r["system"], r["seed"])] = r["train_minutes"]
+                    c = convergence(os.path.join(dirpath, "train.log"), r["system"].startswith("perspe_"))
+                    out[(r["system"], r["seed"])] = (r["train_minutes"], c.epochs if c else None)
     return out
 
 
 def cmd_plan(args):
-    """Every training with its minutes: measured where the study has published it (two
-    trainings at a time, one thread each), else the mean measured for its kind, else the
-    estimate of MINUTES_PER_EPOCH; the wall clock with --jobs trainings at a time."""
+    """Every training with its epochs and minutes: measured where the study has published it,
+    else the mean measured for its kind, else EXPECTED_EPOCHS x EPOCH_MINUTES; the wall clock
+    with --jobs trainings at a time."""
     measured = measured_minutes(args.results)
     kinds: dict = {}
-    for (name, seed), m in measured.items():
-        kind = "perspe" if name.startswith("perspe_") else budget_key(BY_NAME[name])
-        kinds.setdefault(kind, []).append(m)
+    for (name, _), m in measured.items():
+        kinds.setdefault("perspe" if name.startswith("perspe_") else budget_key(BY_NAME[name]), []).append(m)
     total, n_measured = 0.0, 0
+    print(f"The study's protocol: Multi30k 2 x {SIZES['m30k']}, KFTT 2 x {SIZES['kftt']} (Adam), "
+          f"{'bfloat16' if '--bf16' in PRECISION else 'float32'}; the rate "
+          f"halved after each epoch that lowers the validation loss by less than {100 * HALVE_BELOW:.1f} %, "
+          f"stopping after {HALVINGS} halvings or {MAX_EPOCHS} epochs; perSPE: its preset until "
+          f"{PERSPE_PATIENCE} epochs without improvement (at most {PERSPE_MAX_UPDATE} updates)")
     print(f"{'training':40s} {'seed':>4s} {'epochs':>6s} {'minutes':>8s}  source")
-    rows = [(s.name, seed, budget_key(s), EPOCHS * MINUTES_PER_EPOCH[budget_key(s)] * ONE_THREAD_FACTOR, str(EPOCHS))
-            for s, seed in trainings()]
-    rows += [(f"perspe_{n}", seed, "perspe", PERSPE_MINUTES_PER_SEED * ONE_THREAD_FACTOR, "2000u")
-             for n in PERSPE_SYSTEMS for seed in PERSPE_SEEDS]
-    for name, seed, kind, estimate, epochs in rows:
+    rows = [(s.name, seed, budget_key(s), s.corpus) for s, seed in trainings()]
+    rows += [(f"perspe_{n}", seed, "perspe", "perspe") for seed in PERSPE_SEEDS for n in PERSPE_SYSTEMS]
+    for name, seed, kind, corpus in rows:
         if (name, seed) in measured:
-            minutes, source = measured[(name, seed)], "measured"
+            minutes, epochs = measured[(name, seed)]
+            source = "measured"
             n_measured += 1
         elif kind in kinds:
-            minutes, source = statistics.mean(kinds[kind]), f"mean of {len(kinds[kind])} measured"
+            minutes = statistics.mean(m for m, _ in kinds[kind])
+            epochs = statistics.mean(e for _, e in kinds[kind] if e is not None) if any(
+                e is not None for _, e in kinds[kind]) else None
+            source = f"mean of {len(kinds[kind])} measured"
         else:
-            minutes, source = estimate, "estimate"
+            epochs = EXPECTED_EPOCHS[corpus]
+            minutes = epochs * epoch_minutes(kind) + EVAL_MINUTES
+            source = f"{epochs} epochs x {epoch_minutes(kind):.2f} min (run.sh time) + evaluation"
         total += minutes
-        print(f"{name:40s} {seed:4d} {epochs:>6s} {minutes:8.1f}  {source}")
-    print(f"{'evaluation after each training':40s} {'':4s} {'':6s} {EVAL_MINUTES:8.1f}  estimate")
-    total += EVAL_MINUTES
+        print(f"{name:40s} {seed:4d} {fmt(epochs, '.0f'):>6s} {minutes:8.1f}  {source}")
     n = len(rows)
     print(f"total: {n} trainings, {total / 60:.1f} hours of training at one thread each; about "
           f"{total / args.jobs / 60:.1f} hours of wall clock with {args.jobs} at a time (run.sh --jobs "
           f"{args.jobs}, one thread each); {n_measured} of {n} measured (fairseq-train's wall clock of the "
-          "published trainings), the rest from the measured ones of their kind or from `run.sh time`")
+          "published trainings), the rest from the measured ones of their kind or from the pilots and `run.sh time`")
 
 
 def cmd_systems(args):
@@ -261,6 +334,13 @@ def cmd_run(args):
     import runner
 
     runner.run_all(args.jobs, args.run_sh, args.results, study_options(args))
+
+
+def cmd_perspe_options(args):
+    if args.name not in PERSPE_SYSTEMS:
+        raise SystemExit(f"error: unknown perSPE system {args.name!r} (known: "
+                         f"{' '.join('perspe_' + n for n in PERSPE_SYSTEMS)})")
+    print("\n".join(perspe_options(args.name)))
 
 
 def cmd_args(args):
@@ -506,6 +586,49 @@ def training_minutes(log_path: str) -> Optional[float]:
     return None if wall is None else wall / 60
 
 
+FLAT_PERCENT = 1.0  # a learning curve ends flat: validation perplexity fell by less than this over its last two epochs
+
+
+class Convergence(NamedTuple):
+    """How one training ended, read from its train.log."""
+
+    epochs: int                # epochs trained (validated)
+    final_lr: Optional[float]  # the rate of its last epoch
+    stopped: str               # why it stopped: the rate, the epoch cap, fixed updates (perSPE), or unfinished
+    last_two: Optional[float]  # % validation perplexity fell over the last two epochs (negative: rose)
+    best_ppl: Optional[float]  # the lowest validation perplexity (the model evaluated)
+
+    @property
+    def flat(self) -> bool:
+        return self.last_two is not None and self.last_two < FLAT_PERCENT
+
+
+def convergence(log_path: str, fixed_updates: bool = False) -> Optional[Convergence]:
+    """Epochs, final rate, why it stopped and the fall of the last two epochs of a fairseq-train
+    log; ``fixed_updates``: a training that runs a number of updates (perSPE's preset), not
+    the study's schedule."""
+    from fairseq_luong.analysis.training_log import read_training_log
+
+    if not os.path.exists(log_path):
+        return None
+    log = read_training_log(log_path)
+    epochs, ppls = valid_curve(log_path)
+    lrs = {r.epoch: r.stats.get("lr") for r in log.train}
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    if "stopping training because current learning rate" in text:
+        stopped = f"rate halved {HALVINGS} times"
+    elif "early stop since valid performance" in text:
+        stopped = f"no better validation in {PERSPE_PATIENCE} epochs"
+    elif "done training" in text:
+        stopped = "its updates" if fixed_updates else "the epoch cap"
+    else:
+        stopped = "unfinished"
+    last_two = 100 * (ppls[-3] - ppls[-1]) / ppls[-3] if len(ppls) >= 3 else None
+    return Convergence(len(epochs), lrs.get(epochs[-1]) if epochs else None, stopped, last_two,
+                       min(ppls) if ppls else None)
+
+
 def valid_curve(log_path: str) -> Tuple[List[float], List[float]]:
     """(epochs, valid ppl) of a fairseq-train log."""
     from fairseq_luong.analysis.training_log import read_training_log
@@ -513,8 +636,9 @@ def valid_curve(log_path: str) -> Tuple[List[float], List[float]]:
     if not os.path.exists(log_path):
         return [], []
     log = read_training_log(log_path)
-    rows = [(r.epoch, r.stats["ppl"]) for r in log.valid.get("valid", []) if "ppl" in r.stats]
-    return [e for e, _ in rows], [p for _, p in rows]
+    # an epoch validated twice (a training resumed from a checkpoint saved before it): the last
+    by_epoch = {r.epoch: r.stats["ppl"] for r in log.valid.get("valid", []) if "ppl" in r.stats}
+    return sorted(by_epoch), [by_epoch[e] for e in sorted(by_epoch)]
 
 
 def cmd_report(args):
@@ -538,7 +662,9 @@ def cmd_report(args):
     table6(study, w, verdicts)
     figure2(study, w, verdicts, fig_dir)
     perspe(study, w, verdicts)
+    converged(study, w)
     curves(study, w, fig_dir)
+    changes(study, w)
     heatmaps(study, w, fig_dir)
     budget(study, w)
     trainings_table(study, w)
@@ -735,6 +861,12 @@ def table6(study: Study, w, verdicts):
     w(f"| Berkeley aligner (the paper's) | - | - | {TABLE6_PAPER['Berkeley aligner']:.2f} |")
     w("")
     glob = rows.get(("kftt_global_location_feed", "paper"))
+    diag = rows.get(("diagonal", "paper"))
+    untested = untestable(study, AER_SYSTEMS, rows)
+    if untested:
+        w(f"**Not testable at this scale**: {untested}. An aligner no better than the diagonal, or a model "
+          f"below {KFTT_MIN_BLEU:.0f} BLEU, does not test which attention aligns better.")
+        w("")
     for local in ("kftt_localm_general_feed", "kftt_localp_general_feed"):
         loc = rows.get((local, "paper"))
         if glob is None or loc is None:
@@ -743,15 +875,33 @@ def table6(study: Study, w, verdicts):
         p = paired_bootstrap_aer(glob, loc)
         worse = d > 0 and paired_bootstrap_aer(loc, glob) < 0.05
         v = "holds" if d < 0 and p < 0.05 else ("does not hold" if worse else "inconclusive")
+        v = "not testable at this scale" if untested else v
         w(f"{local} minus global (location): {d:+.3f} AER (paired bootstrap over the gold sentences, "
           f"p = {p:.3f}).")
         verdicts.append((f"Table 6: {local.split('_')[1]} attention aligns better than global (location)",
                          f"{TABLE6_PAPER[local]:.2f} vs 0.39",
                          f"{aer_of(loc):.3f} vs {aer_of(glob):.3f} (p {p:.3f})", v))
-    diag = rows.get(("diagonal", "paper"))
     if diag is not None and glob is not None:
         w(f"The diagonal baseline: {aer_of(diag):.3f}.")
     w("")
+
+
+KFTT_MIN_BLEU = 5.0  # a KFTT model below it does not translate: Table 6 and Figure 2 test nothing
+
+
+def untestable(study: Study, names: Sequence[str], aer_rows: Optional[dict] = None) -> Optional[str]:
+    """Why the KFTT models NAMES (seed 1) cannot test a claim: under KFTT_MIN_BLEU, or (with
+    ``aer_rows``) forced alignments no better than the diagonal's; None when they can."""
+    reasons = []
+    diag = (aer_rows or {}).get(("diagonal", "paper"))
+    for name in names:
+        b = study.bleu(name, 1)
+        if b is not None and b < KFTT_MIN_BLEU:
+            reasons.append(f"{name} reaches {b:.2f} BLEU")
+        row = (aer_rows or {}).get((name, "paper"))
+        if row is not None and diag is not None and aer_of(row) >= aer_of(diag):
+            reasons.append(f"{name} aligns at {aer_of(row):.3f} AER, not below the diagonal's {aer_of(diag):.3f}")
+    return "; ".join(reasons) or None
 
 
 def figure2(study: Study, w, verdicts, fig_dir):
@@ -808,6 +958,11 @@ def figure2(study: Study, w, verdicts, fig_dir):
           f"resamples (p = {p:.3f}).")
         d = drops["RNNencdec (luong_base)"] - drops["RNNsearch"]
         v = "holds" if d < 0 and p < 0.05 else ("does not hold" if d > 0 and p > 0.95 else "inconclusive")
+        untested = untestable(study, [name for _, name in FIG2_SYSTEMS[:2]])
+        if untested:
+            w(f"**Not testable at this scale**: {untested}; a model that does not translate has no fall-off "
+              "with length to compare.")
+            v = "not testable at this scale"
         verdicts.append(("Bahdanau Fig. 2: without attention BLEU falls off with length, RNNsearch's does not",
                          "RNNencdec drops past ~20 words, RNNsearch-50 flat",
                          f"long - short: encdec {drops['RNNencdec (luong_base)']:+.2f}, RNNsearch "
@@ -816,7 +971,7 @@ def figure2(study: Study, w, verdicts, fig_dir):
 
 
 def perspe(study: Study, w, verdicts):
-    w("## perSPE in form (KFTT En→Ja, `examples/perspe/run.sh` PRESET=small)")
+    w("## perSPE in form (small_parallel_enja En→Ja, `examples/perspe/run.sh` PRESET=small)")
     w("")
     base = study.path("perspe", "systems")
     if not os.path.isdir(base):
@@ -831,9 +986,11 @@ def perspe(study: Study, w, verdicts):
             if s is not None and os.path.exists(os.path.join(base, name, f"seed{seed}", "trained")):
                 per[seed] = s["BLEU"]
         scores[name] = per
-    w("SPE/SPE against SPE/perSPE (k = 1, one offset per Japanese phrase), 2 + 2 layers of 128, "
-      "2,000 updates of 2,048 tokens, beam 5, last checkpoint; BLEU: sacreBLEU ja-mecab on "
-      "normalised text (examples/perspe/score.py).")
+    w("SPE/SPE against SPE/perSPE (k = 1, one offset per Japanese phrase) with the perSPE recipe's "
+      "preset: 2 + 2 layers of 128, batches of 2,048 tokens, Adam; trained until the validation loss "
+      f"has not improved for {PERSPE_PATIENCE} epochs (at most {PERSPE_MAX_UPDATE:,} updates); beam 5, last "
+      "checkpoint; BLEU: sacreBLEU ja-mecab on normalised text (examples/perspe/score.py), as the "
+      "recipe scores.")
     w("")
     w("| system | BLEU per seed | mean ± sd |")
     w("|---|---|---|")
@@ -885,11 +1042,127 @@ def perspe_paired(study: Study, scores) -> Optional[float]:
     return json.loads(proc.stdout)[1]["BLEU"]["p_value"]
 
 
+def perspe_dir(study: "Study", name: str, seed: int) -> str:
+    return study.path("perspe", "systems", name, f"seed{seed}")
+
+
+def every_log(study: "Study") -> List[Tuple[str, str, str, bool]]:
+    """(label, system, train.log, fixed updates) of every training of the study, in run order."""
+    out = [(f"{s.name}.s{seed}", s.name, os.path.join(study.system_dir(s.name, seed), "train.log"), False)
+           for s, seed in trainings()]
+    out += [(f"perspe_{n}.s{seed}", f"perspe_{n}", os.path.join(perspe_dir(study, n, seed), "train.log"), True)
+            for seed in PERSPE_SEEDS for n in PERSPE_SYSTEMS]
+    return out
+
+
+# The first study (34 trainings of commit 5d3782f, 10 epochs of the paper's fixed schedule at
+# 2 x 128, the last checkpoint): its results are kept in git history, in this commit of main
+PREVIOUS_RESULTS = "c9a4a2d"
+
+
+def previous_results() -> Dict[Tuple[str, int], dict]:
+    """{(system, seed): result.json} of the first study, read from git (empty without git)."""
+    import subprocess
+
+    here = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+                           _git_top()) if _git_top() else None
+    if here is None:
+        return {}
+    listing = subprocess.run(["git", "-C", _git_top(), "ls-tree", "-r", "--name-only", PREVIOUS_RESULTS, "--", here],
+                             capture_output=True, text=True)
+    out = {}
+    for path in listing.stdout.split():
+        if path.endswith("/result.json"):
+            shown = subprocess.run(["git", "-C", _git_top(), "show", f"{PREVIOUS_RESULTS}:{path}"],
+                                   capture_output=True, text=True)
+            if shown.returncode == 0:
+                r = json.loads(shown.stdout)
+                out[(r["system"], int(r["seed"]))] = r
+    return out
+
+
+def _git_top() -> Optional[str]:
+    import subprocess
+
+    proc = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--show-toplevel"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def changes(study: Study, w):
+    """Each system against the first study (PREVIOUS_RESULTS), means over the seeds both have."""
+    before = previous_results()
+    now = {(r["system"], int(r["seed"])): r for r in published(study)}
+    if not before or not now:
+        return
+    w(f"## What changed against the first study (commit 5d3782f; results in `git show {PREVIOUS_RESULTS}`)")
+    w("")
+    w("The first study trained every system 10 epochs with the paper's fixed halving (after epoch 5), at "
+      "2 x 128, and evaluated the last checkpoint; its perSPE pair trained on KFTT En→Ja. This one trains "
+      f"every system until the rate has been halved {HALVINGS} times on plateaus (the convergence table), at "
+      f"Multi30k at 2 x {SIZES['m30k']} and KFTT at 2 x {SIZES['kftt']} with Adam"
+      f"{' in bfloat16' if PRECISION else ''}, and evaluates the checkpoint of the best validation "
+      "loss; perSPE trains on small_parallel_enja, the data its recipe's preset is made for. Means over "
+      "the seeds of each; Δ = now - before.")
+    w("")
+    w("| system | seeds before / now | epochs before / now | BLEU before | BLEU now | Δ BLEU | test ppl before "
+      "| test ppl now | +unk before | +unk now |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    names = list(dict.fromkeys([n for n, _ in now] + [n for n, _ in before]))
+    for name in names:
+        b = [r for (n, _), r in sorted(before.items()) if n == name]
+        a = [r for (n, _), r in sorted(now.items()) if n == name]
+
+        def m(rows, key):
+            return mean_sd([r["scores"].get(key) for r in rows])[0]
+
+        epochs = [c.epochs for c in (convergence(os.path.join(study.path(runner_rel(name, int(r["seed"]))),
+                                                              "train.log"), name.startswith("perspe_"))
+                                     for r in a) if c is not None]
+        d = None if m(b, "bleu") is None or m(a, "bleu") is None else m(a, "bleu") - m(b, "bleu")
+        w(f"| {name} | {len(b)} / {len(a)} | {'10' if b and not name.startswith('perspe_') else '-'} / "
+          f"{fmt(mean_sd(epochs)[0], '.1f')} | {fmt(m(b, 'bleu'))} | {fmt(m(a, 'bleu'))} | {fmt(d, '+.2f')} | "
+          f"{fmt(m(b, 'ppl'))} | {fmt(m(a, 'ppl'))} | {fmt(m(b, 'bleu_unk'))} | {fmt(m(a, 'bleu_unk'))} |")
+    w("")
+
+
+def runner_rel(name: str, seed: int) -> str:
+    """The folder of a training in WORK and RESULTS (as runner.Label.rel)."""
+    if name.startswith("perspe_"):
+        return os.path.join("perspe", "systems", name[len("perspe_"):], f"seed{seed}")
+    return os.path.join("systems", f"{name}.s{seed}")
+
+
+def converged(study: Study, w):
+    """Each training's epochs, final rate, why it stopped and whether its curve ends flat."""
+    rows = [(label, convergence(log, fixed)) for label, _, log, fixed in every_log(study)]
+    rows = [(label, c) for label, c in rows if c is not None]
+    if not rows:
+        return
+    flat = sum(c.flat for _, c in rows)
+    w("## Convergence")
+    w("")
+    w(f"Every Luong and RNNsearch training halves its rate after each epoch that lowers the validation "
+      f"loss by less than {100 * HALVE_BELOW:.1f} % of the best, and stops once the rate has been halved "
+      f"{HALVINGS} times (or after {MAX_EPOCHS} epochs); perSPE trains its preset until its validation loss "
+      f"has not improved for {PERSPE_PATIENCE} epochs (at most {PERSPE_MAX_UPDATE:,} updates). A curve ends flat "
+      f"when validation perplexity fell by less than {FLAT_PERCENT:.0f} % over its last two epochs "
+      f"(negative: it rose). {flat} of {len(rows)} trainings end flat.")
+    w("")
+    w("| training | epochs | final rate | stopped by | best valid ppl | last two epochs | flat |")
+    w("|---|---|---|---|---|---|---|")
+    for label, c in rows:
+        w(f"| {label} | {c.epochs} | {fmt(c.final_lr, 'g')} | {c.stopped} | {fmt(c.best_ppl)} | "
+          f"{fmt(c.last_two, '+.2f')} % | {'yes' if c.flat else '**no**'} |")
+    w("")
+
+
 def curves(study: Study, w, fig_dir):
     from fairseq_luong.analysis.plots import plot_panels
 
     panels = []
-    for title, names in (("Multi30k ladder (seed 1)", [r.system for r in TABLE1[:6]]),
+    for title, names in (("Multi30k, Table 1 (seed 1)", [r.system for r in TABLE1[:6]]),
+                         ("Multi30k, Table 4 (seed 1)", [name for _, name, *_ in TABLE4]),
                          ("KFTT Ja-En", [s for _, s in FIG2_SYSTEMS] + ["kftt_localm_general_feed"])):
         series = []
         for name in names:
@@ -898,13 +1171,21 @@ def curves(study: Study, w, fig_dir):
                 series.append((name, xs, ys))
         if series:
             panels.append(("epoch", f"valid ppl, {title}", series, True))
+    series = []
+    for name in PERSPE_SYSTEMS:
+        for seed in PERSPE_SEEDS:
+            xs, ys = valid_curve(os.path.join(perspe_dir(study, name, seed), "train.log"))
+            if xs:
+                series.append((f"{name} s{seed}", xs, ys))
+    if series:
+        panels.append(("epoch", "valid ppl, perSPE (small_parallel_enja)", series, True))
     if not panels:
         return
     png = plot_panels(panels, os.path.join(fig_dir, "learning_curves.png"))
     w("## Learning curves")
     w("")
-    w("Validation perplexity after each epoch (the same epochs for every system): a system that "
-      "had not converged would show it here.")
+    w("Validation perplexity after each epoch, seed 1 of each system (perSPE: every seed); each curve "
+      "ends where its schedule stopped it (the convergence table above gives every seed).")
     w("")
     w(f"![learning curves]({rel(png, os.path.dirname(fig_dir))})")
     w("")
@@ -959,13 +1240,19 @@ def main(argv=None):
     p.set_defaults(fn=cmd_systems)
     p = sub.add_parser("args")
     p.add_argument("name")
-    p.add_argument("--epochs", type=int, default=EPOCHS)
-    p.add_argument("--size", type=int, default=128)
+    p.add_argument("--epochs", type=int, default=MAX_EPOCHS, help="at most this many epochs")
+    p.add_argument("--size", type=int, default=0, help="units of every layer (0: the study's, SIZES)")
     p.set_defaults(fn=cmd_args)
     p = sub.add_parser("plan")
     p.add_argument("--results", help="minutes measured by the trainings published there")
     p.add_argument("--jobs", type=int, default=2)
     p.set_defaults(fn=cmd_plan)
+    p = sub.add_parser("default", help="(run.sh) a default of the study: max-epochs or perspe-max-update")
+    p.add_argument("what", choices=["max-epochs", "perspe-max-update"])
+    p.set_defaults(fn=lambda a: print({"max-epochs": MAX_EPOCHS, "perspe-max-update": PERSPE_MAX_UPDATE}[a.what]))
+    p = sub.add_parser("perspe-options", help="(run.sh) fairseq-train options of perSPE system NAME")
+    p.add_argument("name")
+    p.set_defaults(fn=cmd_perspe_options)
     p = sub.add_parser("attention")
     p.add_argument("name")
     p.set_defaults(fn=cmd_attention)

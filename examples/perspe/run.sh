@@ -52,7 +52,8 @@
 # Every step is keyed on its inputs, options and code (examples/common/recipe.sh,
 # "Freshness"): a finished step is skipped; a preparation stage whose input, setting or
 # code changed (or whose files were partly deleted) is made again; a seed's training
-# resumes from checkpoint_last.pt; a seed is `trained` only when it reached MAX_UPDATE;
+# resumes from checkpoint_last.pt; a seed is `trained` only when it reached MAX_UPDATE (or
+# fairseq stopped it early: --patience N after --);
 # eval translates only trained, fresh seeds and redoes what their models changed; table
 # averages the fresh seeds of SEEDS and names the missing ones. Training prints one line
 # per epoch; the full log is named.
@@ -353,7 +354,9 @@ train_seed() {  # NAME SEED OPTIONS...
     || { tail -30 "$dir/train.log" >&2; die "training $name seed $seed failed (log: $dir/train.log)"; }
   unlock_heavy
   local done_updates; done_updates="$(final_updates "$dir")"
-  (( done_updates == MAX_UPDATE )) || die "$name seed $seed: training ended after $done_updates of $MAX_UPDATE \
+  # trained: MAX_UPDATE reached, or fairseq stopped it early (--patience among the options)
+  (( done_updates == MAX_UPDATE )) || tail -n 5 "$dir/train.log" | grep -q "early stop since valid performance" \
+    || die "$name seed $seed: training ended after $done_updates of $MAX_UPDATE \
 updates ($dir/train.log): not marked trained; run train again to resume it"
   touch "$dir/trained"; stamp "$dir/trained" "$key" "$dir/checkpoints"
 }

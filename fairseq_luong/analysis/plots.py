@@ -90,10 +90,26 @@ CJK_FAMILIES = re.compile(r"CJK|Gothic|Mincho|Han Sans|Han Serif|\bJP\b|WenQuanY
                           r"Hiragino|Meiryo|IPA|Takao|Unifont|Sarasa|AR PL", re.IGNORECASE)
 
 
+def _add_packaged_japanese_font() -> None:
+    """Make the IPAexGothic of the pip package ``matplotlib-fontja`` (requirements.txt)
+    known to matplotlib, so that Japanese words are drawn as Japanese without a system font;
+    matplotlib's default font stays the default."""
+    try:
+        import matplotlib_fontja
+    except ImportError:  # not installed: the system's fonts are searched as before
+        return
+    path = matplotlib_fontja.get_font_ttf_path()
+    if os.path.exists(path) and path not in {f.fname for f in font_manager.fontManager.ttflist}:
+        font_manager.fontManager.addfont(path)
+
+
 def _installed_fonts() -> Iterator[Tuple[str, Set[int]]]:
     """(family, code points) of matplotlib's default font ("sans-serif"), then of the
-    installed fonts whose family names one with CJK glyphs, read lazily."""
+    installed fonts whose family names one with CJK glyphs (the packaged IPAexGothic
+    among them), read lazily."""
     from matplotlib.ft2font import FT2Font
+
+    _add_packaged_japanese_font()
 
     default = font_manager.findfont(font_manager.FontProperties(family=["sans-serif"]))
     candidates = [(default, "sans-serif")] + [
@@ -129,8 +145,9 @@ def label_font(labels: Sequence[str], fonts: Optional[Iterable[Tuple[str, Set[in
             _warned_about.add(wide[:1])
             logger.warning(
                 "no installed font has all the characters of the heat map's words (%r...): they "
-                "are drawn as boxes; install a font that has them (Japanese, Chinese: Debian/Ubuntu "
-                "`apt install fonts-noto-cjk`) and rerun", wide[:8])
+                "are drawn as boxes; install a font that has them (Japanese: `pip install "
+                "matplotlib-fontja`, in requirements.txt; Chinese: Debian/Ubuntu `apt install fonts-noto-cjk`) "
+                "and rerun", wide[:8])
     return family
 
 

@@ -9,11 +9,16 @@ from typing import List
 BATCH_SENTENCES = 80
 
 
-def train(epochs: int, gpus: int = 1) -> List[str]:
-    """Appendix B.2's optimiser and batches (split over ``gpus`` processes), ``epochs`` epochs."""
+def optimizer(gpus: int = 1) -> List[str]:
+    """Appendix B.2's optimiser and batches (split over ``gpus`` processes)."""
     return ["--optimizer", "adadelta", "--adadelta-rho", "0.95", "--adadelta-eps", "1e-6",
             "--lr", "1.0", "--batch-size", str(BATCH_SENTENCES // gpus), "--clip-norm", "1", "--sentence-avg",
-            "--criterion", "cross_entropy", "--max-epoch", str(epochs)]
+            "--criterion", "cross_entropy"]
+
+
+def train(epochs: int, gpus: int = 1) -> List[str]:
+    """Appendix B.2's optimiser and batches, ``epochs`` epochs."""
+    return optimizer(gpus) + ["--max-epoch", str(epochs)]
 
 
 def main(argv=None):
