@@ -212,10 +212,10 @@ def _log_line(epoch, ppl, lr, updates):
 
 
 @pytest.mark.parametrize("ppls,lrs,ending,flat,stopped,last_two", [
-    # the rate halved five times: stopped by the schedule, the last two epochs fell 0.8 %
+    # the rate halved HALVINGS times: stopped by the schedule, the last two epochs fell 0.8 %
     ((20.0, 10.0, 8.0, 7.48, 7.44, 7.42), (1, 1, 0.5, 0.25, 0.125, 0.0625),
      "stopping training because current learning rate (0.03125) is smaller than or equal to minimum learning rate",
-     True, "rate halved 5 times", 100 * (7.48 - 7.42) / 7.48),
+     True, "rate halved 7 times", 100 * (7.48 - 7.42) / 7.48),
     # still falling 5 % an epoch at the epoch cap: not flat
     ((20.0, 10.0, 9.0, 8.55), (1, 1, 1, 1), "done training in 100.0 seconds", False, "the epoch cap",
      100 * (10.0 - 8.55) / 10.0),
