@@ -127,6 +127,10 @@ def fairseq_cli(name, argv, stdin=None):
     from fairseq import checkpoint_utils
 
     module = importlib.import_module(f"fairseq_cli.{name}")
+    if name in ("train", "generate", "validate", "interactive") and "--num-workers" not in argv:
+        # no data-loading worker process: in this process a worker outlives the command by about
+        # 5 s (it is torn down with the iterator, not at the process's exit)
+        argv = [*argv, "--num-workers", "0"]
     if hasattr(checkpoint_utils.save_checkpoint, "best"):
         # fairseq keeps the best validation loss on the function: a fresh process starts without
         del checkpoint_utils.save_checkpoint.best

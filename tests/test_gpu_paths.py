@@ -119,6 +119,7 @@ def test_fused_criterion_in_float16_is_float32_to_float16_precision(scale):
         assert rel < 5e-3, (name, float(rel))
 
 
+@pytest.mark.full  # about 2 minutes; the quick tier tests gpu_check's parts in test_gpu_session.py
 def test_gpu_check_runs_every_check_with_the_cpu_standing_in(tmp_path):
     """scripts/bench/gpu_check.py, the one command for a first GPU run, with --device cpu: every
     check runs and passes where the two sides are the same device, and the speed table follows
