@@ -176,15 +176,37 @@ def test_japanese_words_without_a_font_for_them_warn_once_not_per_character(tmp_
     assert not [w for w in caught if "missing from font" in str(w.message)]
 
 
-def test_the_font_for_labels_is_the_first_that_has_all_their_characters():
-    from fairseq_luong.analysis.plots import covering_family, label_font
+def test_the_fonts_for_labels_are_the_default_then_those_that_have_what_it_lacks():
+    from fairseq_luong.analysis.plots import covering_families, label_font
 
-    latin, cjk = set(range(0x250)), set(range(0x250)) | set(range(0x3040, 0x30FF)) | set(range(0x4E00, 0x9FFF))
-    fonts = [("sans-serif", latin), ("Noto Sans CJK JP", cjk)]
-    assert covering_family(set("über"), fonts) == "sans-serif"
-    assert covering_family(set("日本語です"), fonts) == "Noto Sans CJK JP"
-    assert covering_family(set("日本語です"), fonts[:1]) is None
-    assert label_font(["über", "ß"]) == "sans-serif"  # the default font, on any machine
-    # never a "Last Resort" font (this machine has one: a box for every character)
-    family = label_font(["日本", "です"])
-    assert family is None or "last resort" not in family.lower()
+    latin, cjk = set(range(0x250)) | {0x2581}, set(range(0x250)) | set(range(0x3040, 0x30FF)) | set(range(0x4E00, 0x9FFF))
+    fonts = [("sans-serif", latin), ("IPAexGothic", cjk)]
+    assert covering_families(set("über"), fonts) == ["sans-serif"]
+    # KFTT's SentencePiece pieces: "▁" only the default has, the kana and kanji only IPAexGothic
+    assert covering_families(set("▁日本語です"), fonts) == ["sans-serif", "IPAexGothic"]
+    assert covering_families(set("▁日本語です"), fonts[:1]) is None
+    assert covering_families(set("日本語"), [("sans-serif", latin), ("other", latin), ("IPAexGothic", cjk)]) == [
+        "sans-serif", "IPAexGothic"]
+    assert label_font(["über", "ß"]) == ["sans-serif"]  # the default font, on any machine
+    # the packaged IPAexGothic (requirements.txt: matplotlib-fontja) after the default, never a
+    # "Last Resort" font (a box for every character)
+    families = label_font(["▁日本", "です"])
+    assert families == ["sans-serif", "IPAexGothic"]
+
+
+def test_a_heat_map_of_japanese_pieces_draws_every_glyph(tmp_path, caplog, monkeypatch):
+    """KFTT's source pieces ("▁" and kanji) with the fonts installed here (IPAexGothic from
+    requirements.txt): no glyph is missing, so none is drawn as a box."""
+    import warnings
+
+    import numpy as np
+
+    from fairseq_luong.analysis import plots
+
+    monkeypatch.setattr(plots, "_warned_about", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plots.plot_attention(np.eye(3), ["▁京都", "▁市", "です"], ["▁kyoto", "▁city", "."], str(tmp_path / "a.png"))
+    assert_png(tmp_path / "a.png")
+    assert not [w for w in caught if "missing from font" in str(w.message)], [str(w.message) for w in caught]
+    assert not [r for r in caplog.records if "drawn as boxes" in r.getMessage()]

@@ -74,13 +74,21 @@ def plot_bleu_by_length(bucket_labels: List[str], systems: Sequence[Tuple[str, L
     return _save(fig, path)
 
 
-def covering_family(chars: Set[str], fonts: Iterable[Tuple[str, Set[int]]]) -> Optional[str]:
-    """The first font family whose character map holds every one of ``chars``, or None.
+def covering_families(chars: Set[str], fonts: Iterable[Tuple[str, Set[int]]]) -> Optional[List[str]]:
+    """The font families to draw ``chars`` with, or None when the fonts together lack one.
 
-    ``fonts``: (family, code points) pairs, the default font first."""
+    ``fonts``: (family, code points) pairs, the default font first. The default comes first,
+    then only the fonts that hold characters the ones before lack: matplotlib falls back from
+    one family of the list to the next glyph by glyph (a SentencePiece "▁" from DejaVu Sans, the
+    kana and kanji from IPAexGothic, which has no "▁")."""
+    missing, chosen = set(chars), []
     for family, charmap in fonts:
-        if all(ord(c) in charmap for c in chars):
-            return family
+        has = {c for c in missing if ord(c) in charmap}
+        if has or not chosen:
+            chosen.append(family)
+            missing -= has
+        if not missing:
+            return chosen
     return None
 
 
@@ -131,14 +139,15 @@ def _installed_fonts() -> Iterator[Tuple[str, Set[int]]]:
 _warned_about: Set[str] = set()
 
 
-def label_font(labels: Sequence[str], fonts: Optional[Iterable[Tuple[str, Set[int]]]] = None) -> Optional[str]:
-    """The font family to draw ``labels`` with, or None if no installed font has them all.
+def label_font(labels: Sequence[str], fonts: Optional[Iterable[Tuple[str, Set[int]]]] = None) -> Optional[List[str]]:
+    """The font families to draw ``labels`` with (covering_families), or None if the installed
+    fonts do not hold them all.
 
-    Japanese or Chinese words (perSPE, ASPEC) are outside matplotlib's DejaVu Sans: an
-    installed font that has them is chosen; without one they are drawn as boxes, and ONE
+    Japanese or Chinese words (perSPE, KFTT, ASPEC) are outside matplotlib's DejaVu Sans: the
+    installed fonts that have them follow it; without one they are drawn as boxes, and ONE
     warning says which font to install (instead of matplotlib's warning per character)."""
     chars = {c for label in labels for c in label if not c.isspace()}
-    family = covering_family(chars, _installed_fonts() if fonts is None else fonts)
+    family = covering_families(chars, _installed_fonts() if fonts is None else fonts)
     if family is None:
         wide = "".join(sorted(c for c in chars if ord(c) > 0x2E7F)) or "".join(sorted(chars))
         if wide[:1] not in _warned_about:
