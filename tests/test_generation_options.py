@@ -107,6 +107,22 @@ def test_diverse_beam_search_of_a_sentence_ignores_the_rest_of_its_batch():
     assert len(together[3]) == 4 and len(together[7]) == 2
 
 
+def test_sampling_topk_above_the_vocabulary_samples_from_all_of_it():
+    """fairseq: RuntimeError (torch.topk: selected index k out of range) at the first step."""
+    from fairseq.data import Dictionary
+    from fairseq.search import Sampling
+
+    vocab = Dictionary()
+    for word in "abcdef":
+        vocab.add_symbol(word)
+    search = Sampling(vocab, sampling_topk=10 * len(vocab))
+    assert search.sampling_topk == len(vocab)
+    torch.manual_seed(0)
+    lprobs = torch.randn(2, 3, len(vocab)).log_softmax(-1)  # bsz x beam x vocab
+    scores, indices, beams = search.step(0, lprobs, torch.zeros(2, 3, 1))
+    assert indices.shape == (2, 3) and bool((indices < len(vocab)).all())
+
+
 def test_match_source_len_gives_each_hypothesis_its_sources_length():
     """Random weights, sources of 6, 4 and 0 words (+ EOS): fairseq gave longer hypotheses,
     and an empty source never finished (AssertionError)."""

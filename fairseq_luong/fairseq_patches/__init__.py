@@ -91,6 +91,7 @@ def apply_all():
     generation_options.patch_ngram_blocking()  # NGramRepeatBlock._no_repeat_ngram: the generated prefix
     generation_options.patch_diverse_beam_search()  # DiverseBeamSearch.step: overlap follows the batch
     generation_options.patch_match_source_len()  # LengthConstrainedBeamSearch.step: each source's length
+    generation_options.patch_sampling_topk()  # Sampling.__init__: --sampling-topk within the vocabulary
     generation_options.patch_language_model()  # SequenceGenerator.__init__: --lm-path a language model
     # load_align_dict, post_process_prediction, prepare_for_inference_ (2 of 2),
     # build_generator, interactive.make_batches (2 of 2): --replace-unk works

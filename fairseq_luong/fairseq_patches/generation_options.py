@@ -21,6 +21,10 @@ they promise, or stopped with a traceback after a sentence finished.
   then waits for --beam finished hypotheses, which an empty source (one EOS at the first
   step, where fairseq extends only the first beam) never gives: ``AssertionError: 1 < 1``.
   With --match-source-len a sentence is finished at its length, the step its hypotheses end.
+* ``--sampling-topk K`` above the target vocabulary: ``RuntimeError: selected index k out of
+  range`` from ``torch.topk`` in ``Sampling.step`` at the first step. Top-K of more words than
+  there are is sampling from all of them: ``Sampling.__init__`` now keeps K at the vocabulary's
+  size, with a warning.
 * ``--lm-path`` with a checkpoint that is not a language model, or one over another
   dictionary: a ``TypeError`` from deep in the model at the first step, or a size mismatch,
   or silently wrong scores where the sizes agree. ``SequenceGenerator.__init__`` now
@@ -30,16 +34,19 @@ Options beam search cannot honour at all are refused before any work, in
 ``option_checks.py``.
 """
 import functools
+import logging
 import math
 
 import torch
 from fairseq.models import FairseqLanguageModel
 from fairseq.ngram_repeat_block import NGramRepeatBlock
-from fairseq.search import DiverseBeamSearch, LengthConstrainedBeamSearch
+from fairseq.search import DiverseBeamSearch, LengthConstrainedBeamSearch, Sampling
 from fairseq.sequence_generator import SequenceGenerator
 
 from ..errors import UserError
 from .patching import wrap_once
+
+logger = logging.getLogger(__name__)
 
 
 def banned_ngram_completions(prefix, n):
@@ -119,6 +126,18 @@ def _finished_at_source_length(is_finished):
     return finished
 
 
+def _topk_within_the_vocabulary(init):
+    @functools.wraps(init)
+    def __init__(self, tgt_dict, sampling_topk=-1, sampling_topp=-1.0):
+        if sampling_topk > len(tgt_dict):
+            logger.warning("--sampling-topk %d is more than the %d words of the target vocabulary: sampling from "
+                           "all of them", sampling_topk, len(tgt_dict))
+            sampling_topk = len(tgt_dict)
+        init(self, tgt_dict, sampling_topk, sampling_topp)
+
+    return __init__
+
+
 def _checked_language_model(init):
     @functools.wraps(init)
     def __init__(self, models, tgt_dict, *args, lm_model=None, **kwargs):
@@ -152,6 +171,11 @@ def patch_match_source_len():
     ``SequenceGenerator.is_finished``: a sentence is finished at that length."""
     wrap_once(LengthConstrainedBeamSearch, "step", _exact_source_lengths)
     wrap_once(SequenceGenerator, "is_finished", _finished_at_source_length)
+
+
+def patch_sampling_topk():
+    """``Sampling.__init__``: top-K of at most the target vocabulary's words."""
+    wrap_once(Sampling, "__init__", _topk_within_the_vocabulary)
 
 
 def patch_language_model():
