@@ -23,7 +23,7 @@
 # 3. Prints the machine (nvidia-smi, Python, torch, CUDA, cuDNN, the commit: git's, else
 #    .whl/COMMIT) and runs gpu_check.py: on the GPU its checks at their defaults and this speed
 #    table (12 measurements, each a fresh process):
-#      --shape paper --sizes 4x1000 --precisions float32 fp16 --repeats 1 --updates 20
+#      --shape paper --sizes 4x1000 --precisions float32 bf16 --repeats 1 --updates 20
 #      --gen-sentences 256 --systems lstm luong_global_general luong_global_general_no_feed
 #    estimated at 5 to 8 min in all on an H100 (docs/gpu.md says how).
 # 4. Writes under $OUT (set by the device tool; else work_dir/gpu_session): gpu_session.log (all
@@ -33,7 +33,7 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-SPEED="--shape paper --sizes 4x1000 --precisions float32 fp16 --repeats 1 --updates 20 --gen-sentences 256 \
+SPEED="--shape paper --sizes 4x1000 --precisions float32 bf16 --repeats 1 --updates 20 --gen-sentences 256 \
 --systems lstm luong_global_general luong_global_general_no_feed"
 # the tests' tiny table (tests/test_gpu_paths.py)
 STAND_IN_SPEED="--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --systems lstm luong_global_general \
