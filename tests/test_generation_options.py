@@ -8,7 +8,7 @@ each family once, for a few dozen updates (the full tier): enough to make models
 themselves, which is what --no-repeat-ngram-size is for."""
 import argparse
 import math
-import re
+import types
 from collections import defaultdict
 
 import pytest
@@ -17,6 +17,7 @@ from fairseq.ngram_repeat_block import NGramRepeatBlock
 from fairseq.search import DiverseBeamSearch
 
 import fairseq_luong  # noqa: F401  (applies the patches)
+from fairseq_luong.analysis.generate_output import read_nbest
 from fairseq_luong.errors import UserError
 from fairseq_luong.fairseq_patches.generation_options import banned_ngram_completions
 from tests.helpers import (
@@ -246,29 +247,17 @@ class Family:
         return read_output(out, len(lines))
 
 
-class Sentence:
-    def __init__(self):
-        self.source, self.target, self.hypotheses, self.scores, self.positional = None, None, [], [], []
-
-
 def read_output(out, n):
-    """Each sentence's source, reference and every hypothesis (--nbest) with its scores: the
-    package's reader of fairseq-generate output keeps only the best."""
-    sentences = defaultdict(Sentence)
-    for kind, sample_id, rest in re.findall(r"^([STHP])-(\d+)\t(.*)$", out, re.M):
-        s = sentences[int(sample_id)]
-        if kind == "S":
-            s.source = rest.split()
-        elif kind == "T":
-            s.target = rest.split()
-        elif kind == "H":
-            score, _, text = rest.partition("\t")
-            s.scores.append(float(score))
-            s.hypotheses.append(text.split())
-        else:
-            s.positional.append([float(x) for x in rest.split()])
-    assert sorted(sentences) == list(range(n)), out[-3000:]
-    return [sentences[i] for i in range(n)]
+    """Each sentence's source and reference words and every hypothesis (--nbest), best first,
+    with its score and positional scores (the package's reader of generate output)."""
+    found = read_nbest(enumerate(out.splitlines(), 1), "fairseq-generate's output")
+    assert sorted(found) == list(range(n)), out[-3000:]
+    words = lambda text: None if text is None else text.split()  # noqa: E731
+    return [types.SimpleNamespace(source=words(s.source), target=words(s.target),
+                                  hypotheses=[h.tokens.split() for h in s.hypotheses],
+                                  scores=[h.score for h in s.hypotheses],
+                                  positional=[h.positional_scores for h in s.hypotheses])
+            for s in (found[i] for i in range(n))]
 
 
 @pytest.fixture(scope="module", params=list(FAMILIES))

@@ -7,7 +7,6 @@ import contextlib
 import io
 import math
 import re
-from collections import defaultdict
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from fairseq import hub_utils
 from fairseq.data import indexed_dataset
 from fairseq.models import FairseqModel
 
+from fairseq_luong.analysis.generate_output import read_nbest
 from fairseq_luong.models import LuongLSTMModel, RNNsearchModel, TransformerPerSPEModel, TranslationHubInterface
 from tests.helpers import REPO, USER_DIR, cli, write_word_corpus
 
@@ -137,18 +137,11 @@ def fairseq_generate(corpus, folder, family, *options):
     out = cli("generate", [corpus / "bin", "--user-dir", USER_DIR, *task, "--path", folder / "checkpoint_last.pt",
                            "--gen-subset", "test", "--batch-size", "1", "--print-alignment",
                            "--post-process", "sentencepiece", *options]).stdout
-    found = defaultdict(list)
-    for line in out.splitlines():
-        tag, _, rest = line.partition("\t")
-        kind, _, i = tag.partition("-")
-        if kind == "D" and i.isdigit():
-            score, text = rest.split("\t")
-            found[int(i)].append({"translation": text, "score": float(score) * math.log(2)})
-        elif kind == "P" and i.isdigit():
-            found[int(i)][-1]["positional_scores"] = [float(p) * math.log(2) for p in rest.split()]
-        elif kind == "A" and i.isdigit():
-            found[int(i)][-1]["alignment"] = [tuple(map(int, pair.split("-"))) for pair in rest.split()]
-    return [found[i] for i in sorted(found)]
+    found = read_nbest(enumerate(out.splitlines(), 1), "fairseq-generate's output")
+    return [[{"translation": h.detokenized, "score": h.score * math.log(2),
+              "positional_scores": [p * math.log(2) for p in h.positional_scores],
+              "alignment": [tuple(map(int, pair.split("-"))) for pair in h.alignment.split()]}
+             for h in sentence.hypotheses] for sentence in found.values()]
 
 
 def assert_same_hypothesis(ours, fairseqs, text=True):

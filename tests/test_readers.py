@@ -9,7 +9,7 @@ import pytest
 
 from fairseq_luong.analysis import bleu_by_length, text_files, training_log
 from fairseq_luong.analysis.alignment import read_links
-from fairseq_luong.analysis.generate_output import GenerateOutputError, read_generate_output
+from fairseq_luong.analysis.generate_output import GenerateOutputError, read_generate_output, read_nbest
 from fairseq_luong.data import text
 from fairseq_luong.fairseq_patches.unk_replacement import load_align_dict
 from tests.helpers import REPO
@@ -62,6 +62,17 @@ def test_generate_output_keeps_the_best_hypothesis_of_each_sentence(tmp_path):
     assert found[0].score == -0.1 and found[0].alignment == "0-0 1-1"
     assert (found[1].source, found[1].target, found[1].hypothesis) == ("zwei hunde", "two <<unk>>", "two dogs")
     assert found[1].alignment == "0-0 1-1"
+
+
+def test_nbest_keeps_every_hypothesis_with_its_scores_and_alignment():
+    found = read_nbest(enumerate(NBEST.splitlines(), 1), "gen.out")
+    assert list(found) == [0, 1]
+    house = found[0].hypotheses
+    assert [(h.tokens, h.detokenized, h.score, h.alignment) for h in house] == [
+        ("a house @-@ boat", "a house-boat", -0.1, "0-0 1-1"), ("the house", "the house", -0.7, "0-1 1-0")]
+    assert house[1].positional_scores == [-0.1, -0.2, -0.3]
+    assert (found[1].source, found[1].target) == ("zwei hunde", "two <<unk>>")
+    assert [h.tokens for h in found[1].hypotheses] == ["two dogs", "two cats"]
 
 
 def test_every_tool_reads_the_same_best_hypotheses(tmp_path):

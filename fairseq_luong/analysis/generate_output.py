@@ -6,16 +6,69 @@ outside the dictionary are ``<<unk>>``), then for each hypothesis, best first (`
 ``H-N  score  tokens`` (after ``--post-process``), ``D-N  score  text`` (detokenised:
 ``--tokenizer``/``--bpe`` undone), ``P-N`` (positional scores) and, with
 ``--print-alignment``, ``A-N``. Every other line (logging, the BLEU line, ``I-``/``E-``
-lines) is skipped. Only the best hypothesis of each sentence is kept: extra ``--nbest``
-ones are dropped, in every reader that uses this one.
+lines) is skipped. :func:`read_nbest` keeps every hypothesis; :func:`read_generate_output`
+(what the scoring tools read) the best of each sentence.
 """
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from ..data.text import iter_lines
 
 
 class GenerateOutputError(ValueError):
     """fairseq-generate output that cannot be read as such (the message names file and line)."""
+
+
+class Hypothesis(NamedTuple):
+    """One hypothesis of a sentence (``--nbest``: each of them), as printed."""
+
+    tokens: Optional[str]  # H-: after --post-process
+    detokenized: Optional[str]  # D-: --tokenizer / --bpe undone
+    score: Optional[float]  # the H- line's score (base 2)
+    positional_scores: Optional[List[float]]  # P-: each token's log-probability (base 2), EOS last
+    alignment: Optional[str]  # A-: as printed (``--print-alignment``)
+
+
+class Sentence(NamedTuple):
+    """One sentence of fairseq-generate output, with every hypothesis, best first."""
+
+    source: Optional[str]  # S-
+    target: Optional[str]  # T-
+    hypotheses: List[Hypothesis]
+
+
+def read_nbest(lines: Iterable[Tuple[int, str]], name: str) -> Dict[int, Sentence]:
+    """{sample id: :class:`Sentence`} of the (line number, text) ``lines`` of fairseq-generate
+    or fairseq-interactive output (``name`` names them in errors), in the order of the ids;
+    {} when they hold no such line (plain text)."""
+    found: Dict[int, dict] = {}
+    for lineno, line in lines:
+        tag, _, rest = line.partition("\t")
+        kind, sample_id = tag[:1], tag[2:]
+        if tag[1:2] != "-" or kind not in "STHDPA" or not sample_id.isdigit():
+            continue
+        entry = found.setdefault(int(sample_id), {"hypotheses": []})
+        hypotheses = entry["hypotheses"]
+        if kind in "ST":
+            entry.setdefault("source" if kind == "S" else "target", rest)
+            continue
+        if kind in "HD":
+            score, sep, text = rest.partition("\t")
+            if not sep:
+                raise GenerateOutputError(f"{name}:{lineno}: malformed {kind}- line (no score and text)")
+        if kind == "H" or not hypotheses or (kind == "D" and hypotheses[-1]["detokenized"] is not None):
+            hypotheses.append(dict.fromkeys(Hypothesis._fields))  # an H- line starts a hypothesis
+        last = hypotheses[-1]
+        if kind == "H":
+            last.update(tokens=text, score=float(score))
+        elif kind == "D":
+            last["detokenized"] = text
+            last["score"] = float(score) if last["score"] is None else last["score"]
+        elif kind == "P":
+            last["positional_scores"] = [float(x) for x in rest.split()]
+        else:
+            last["alignment"] = rest
+    return {i: Sentence(found[i].get("source"), found[i].get("target"),
+                        [Hypothesis(**h) for h in found[i]["hypotheses"]]) for i in sorted(found)}
 
 
 class Translation(NamedTuple):
@@ -29,33 +82,16 @@ class Translation(NamedTuple):
     alignment: Optional[str]  # A-: its alignment, as printed
 
 
-_KINDS = {"S": "source", "T": "target", "H": "hypothesis", "D": "detokenized", "A": "alignment"}
-
-
 def read_generate_output(path) -> Dict[int, Translation]:
     """{sample id: :class:`Translation`} of every sentence in fairseq-generate output
-    ``path``, in the order of the ids; {} when it holds no such line (plain text)."""
-    found: Dict[int, dict] = {}
-    for lineno, line in iter_lines(path):
-        tag, _, rest = line.partition("\t")
-        kind, sample_id = tag[:1], tag[2:]
-        if tag[1:2] != "-" or kind not in "STHDPA" or not sample_id.isdigit():
-            continue
-        entry = found.setdefault(int(sample_id), {})
-        if kind == "P":
-            continue
-        if kind in "HD":
-            score, sep, text = rest.partition("\t")
-            if not sep:
-                raise GenerateOutputError(f"{path}:{lineno}: malformed {kind}- line (no score and text)")
-            if _KINDS[kind] in entry:  # --nbest: the best came first
-                continue
-            entry[_KINDS[kind]] = text
-            if kind == "H":
-                entry["score"] = float(score)
-        else:
-            entry.setdefault(_KINDS[kind], rest)
-    return {i: Translation(**{**dict.fromkeys(Translation._fields), **found[i]}) for i in sorted(found)}
+    ``path``: its best hypothesis (the first of ``--nbest``), in the order of the ids; {} when
+    it holds no such line (plain text)."""
+    out = {}
+    for i, sentence in read_nbest(iter_lines(path), str(path)).items():
+        best = sentence.hypotheses[0] if sentence.hypotheses else Hypothesis(*[None] * len(Hypothesis._fields))
+        out[i] = Translation(sentence.source, sentence.target, best.tokens, best.detokenized, best.score,
+                             best.alignment)
+    return out
 
 
 def best_translations(translations: Dict[int, Translation], n: int, path,
