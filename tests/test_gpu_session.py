@@ -145,9 +145,10 @@ def test_gpu_check_finds_fairseqs_commands_on_path_and_the_commit_without_git(tm
 
 @pytest.mark.full
 def test_the_session_runs_with_the_cpu_standing_in(tmp_path):
-    """gpu_session.sh --cpu-stand-in end to end (about 2.5 min on 2 cores): every check passes,
-    the results are at most 8 files under $OUT, and each module that any of its Python processes
-    loaded comes from the GPU machine's packages or the wheels."""
+    """gpu_session.sh --cpu-stand-in end to end (about 2.5 min on 2 cores): every check of
+    gpu_check.py passes and its speed table follows (a tiny one), so its plumbing cannot rot
+    before a GPU runs it; the results are at most 8 files under $OUT, and each module that any
+    of its Python processes loaded comes from the GPU machine's packages or the wheels."""
     trace, out = tmp_path / "trace", tmp_path / "out"
     trace.mkdir()
     (tmp_path / "tracer").mkdir()
@@ -159,10 +160,24 @@ def test_the_session_runs_with_the_cpu_standing_in(tmp_path):
     files = sorted(p.name for p in out.iterdir())
     assert files == ["gpu_check.json", "gpu_check.md", "gpu_check_logs.tar.gz", "gpu_session.log", "machine.txt"]
     assert all((out / f).stat().st_size < 16 * 2**20 for f in files)
+    # gpu_check.py's every check, on the CPU where the two sides are the same device
     rows = json.loads((out / "gpu_check.json").read_text())["rows"]
-    assert {r["result"] for r in rows} == {"PASS", "n/a"} and len(rows) == 8, rows
-    assert (out / "gpu_check.md").read_text().startswith("| check | result | numbers |")
-    assert "fairseq_luong registered" in (out / "gpu_session.log").read_text()
+    assert {r["check"]: r["result"] for r in rows} == {
+        "loss on CPU and device (float32)": "PASS", "translations on CPU and device": "PASS",
+        "--fp16 training against float32": "PASS", "--bf16 training against float32": "PASS",
+        "fused criterion in float16": "PASS", "perSPE batches through the pinned-memory loader": "PASS",
+        "one process per GPU (torchrun, nccl)": "n/a", "speed table (benchmark_speed.py)": "PASS"}, rows
+    log = (out / "gpu_session.log").read_text()
+    assert "fairseq_luong registered" in log and "100 of 100 test translations identical" in log
+    assert (out / "gpu_check.md").read_text().startswith("| check | result | numbers |  (device CPU (standing in for "
+                                                          "a GPU)")
+    # then benchmark_speed.py's table on the same device, with the command that made it
+    table = json.loads((out / "gpu_check.json").read_text())["speed"]
+    assert table["command"].startswith("scripts/bench/benchmark_speed.py --shape paper") and " --device cpu " in (
+        table["command"])
+    assert [line.split(" | ")[1:3] for line in table["table"] if line.startswith("| 1x16")] == [
+        ["bf16", "lstm"], ["bf16", "luong_global_general"]]
+    assert "\n".join(table["table"]) in log
     with tarfile.open(out / "gpu_check_logs.tar.gz") as tar:
         assert {"./float32_cpu.log", "./generate_device.log", "./speed.log"} <= set(tar.getnames())
     # the imports of every process: gpu_check.py, fairseq's commands, benchmark_speed.py's workers
