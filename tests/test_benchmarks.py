@@ -125,7 +125,7 @@ def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_share
     """benchmark_speed.py end to end (tiny sizes, Luong et al.'s shape written small): one row
     per precision and system, fairseq's lstm the reference of each block, the device, torch and
     commit in the header, the busy shares as percentages; the bounds run in float32 only.
-    (--bf16 runs in test_gpu_paths.py's gpu_check test, through the same benchmark.)"""
+    (--bf16 runs in test_gpu_session.py's CPU stand-in session, through the same benchmark.)"""
     proc = bench("--shape", "paper", "--vocab", 300, "--sizes", "1x16", "--precisions", "float32", "fp16",
                  "--systems", "lstm", "luong_global_general", "bound_feed", "--repeats", 1, "--updates", 2,
                  "--gen-sentences", 8, "--gen-batch", 8, "--busy", "--busy-steps", 1, "--threads", 1,
