@@ -153,6 +153,8 @@ def test_the_command_line_is_what_recipe_sh_calls(tmp_path):
     assert call("same-or-refuse", str(tmp_path / "o"), "it", key="a").returncode == 0
     refused = call("same-or-refuse", str(tmp_path / "o"), "it", key="b")
     assert refused.returncode == 3 and "  before: a" in refused.stdout
+    assert call("ident", str(out), str(tmp_path / "o")).stdout.splitlines() == [F.ident(str(out)),
+                                                                                 F.ident(str(tmp_path / "o"))]
     missing = call("data-key", str(tmp_path / "no.en"))
     assert missing.returncode == 1
     assert missing.stderr == f"error: cannot read {tmp_path / 'no.en'}: No such file or directory\n"

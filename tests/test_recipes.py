@@ -87,6 +87,20 @@ def test_a_derived_file_is_fresh_only_for_its_key_and_its_files_as_stamped(tmp_p
     assert ids[0] == ids[1] != ids[2]  # the same content, the same id; other content, another id
 
 
+def test_remembered_idents_are_what_ident_computes_served_without_a_process(tmp_path):
+    """remember_idents (for `table`, which keys each model in every row it is in): one
+    freshness.py process for all the files, then ident answers from the shell for those files
+    (here with freshness.py replaced by `false`) and only for those; a missing file is skipped."""
+    out = shell("""mkdir -p d; echo a > d/x; touch d/.done; stamp d/.done k1; echo raw > 'r #1.txt'
+        ident d/.done; ident 'r #1.txt'
+        remember_idents d/.done 'r #1.txt' missing; echo "${#_IDENTS[@]} remembered"
+        FRESHNESS=(false); ident d/.done; ident 'r #1.txt'; ident missing || echo missing-not-remembered""",
+                tmp_path)
+    lines = out.splitlines()
+    assert lines[0].startswith("d/.done#") and lines[1].startswith("r #1.txt#") and len(set(lines[:2])) == 2
+    assert lines[2:] == ["2 remembered", lines[0], lines[1], "missing-not-remembered"]
+
+
 def test_the_code_version_is_the_code_a_step_runs(tmp_path):
     """A README-only change leaves every code version; a change of a module the package
     imports, or of the chunk grammar beside the chunker, changes the versions that run them."""

@@ -97,7 +97,17 @@ stale_reason() { printf '%s' "$2" | "${FRESHNESS[@]}" stale-reason "$1"; }
 recorded() { "${FRESHNESS[@]}" recorded "$1"; }
 # ident FILE: what FILE is, for the keys of what is made from it: FILE#ID, the id its stamp
 # recorded (a derived file), else the hash of its content (a raw input)
-ident() { "${FRESHNESS[@]}" ident "$1"; }
+ident() { if [[ -n "${_IDENTS[$1]+set}" ]]; then echo "${_IDENTS[$1]}"; else "${FRESHNESS[@]}" ident "$1"; fi; }
+# remember_idents FILE...: ident each FILE that exists, all in one process, and keep them in this
+# shell for the $(...) below it (a step's keys are computed there, where no cache survives):
+# only for a step that writes none of them (table), which calls ident on each file many times
+declare -A _IDENTS=()
+remember_idents() {
+  local f line have=()
+  for f in "$@"; do [[ -f "$f" ]] && have+=("$f"); done
+  (( ${#have[@]} )) || return 0
+  while IFS= read -r line; do _IDENTS["${line%#*}"]="$line"; done < <("${FRESHNESS[@]}" ident "${have[@]}")
+}
 # data_key FILES...: raw input files by what they are: path, size and content hash of each
 data_key() { "${FRESHNESS[@]}" data-key "$@" || die "cannot key the input files $*"; }
 

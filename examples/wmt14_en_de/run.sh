@@ -455,6 +455,7 @@ table() {
   mkdir -p "$WORK"
   local fresh_data=0; fresh "$BIN/.done" "$(prepare_key)" 2>/dev/null && fresh_data=1
   (( fresh_data )) || notes+=("no prepared data (or stale): nothing is fresh (bash $0 prepare)")
+  remember_idents "$BIN/.done" "$RAW/.done" "$WORK"/systems/*/{trained,model.pt}  # each keys every row it is in
   local systems=()
   {
     printf '| row | models | test set | paper ppl | paper BLEU | ppl (newstest2014) | valid ppl (newstest2013) | tokenized BLEU | +unk | sacreBLEU (detok) | paper AER | AER |\n'

@@ -270,7 +270,7 @@ def main(argv=None) -> int:
                        ("stale-reason", "why OUT is not fresh for KEY (stdin)"),
                        ("recorded", "the KEY OUT.key records"),
                        ("field", "a field of OUT's stamp (over, id, stat)"),
-                       ("ident", "PATH#ID of a file"),
+                       ("ident", "PATH#ID of each file, one a line"),
                        ("data-key", "PATH SIZE HASH of each raw input file (hashes remembered in "
                                     "$FAIRSEQ_LUONG_HASH_CACHE when set)"),
                        ("same-or-refuse", "FILE gets KEY (stdin) unless it holds another: exit 3 with why")):
@@ -280,6 +280,8 @@ def main(argv=None) -> int:
         elif name == "same-or-refuse":
             p.add_argument("file")
             p.add_argument("what")
+        elif name == "ident":
+            p.add_argument("paths", nargs="+")
         else:
             p.add_argument("path")
             if name == "stamp":
@@ -303,7 +305,8 @@ def main(argv=None) -> int:
         for value in stamp_field(args.path, args.field):
             print(value, file=out)
     elif args.command == "ident":
-        print(ident(args.path), file=out)
+        for path in args.paths:
+            print(ident(path), file=out)
     elif args.command == "data-key":
         try:
             out.write(data_key(args.paths, os.environ.get("FAIRSEQ_LUONG_HASH_CACHE")))
