@@ -188,17 +188,23 @@ echo "end $name $seed $(date +%s.%N)" >> "$LOG"
 
 
 def test_plan_uses_the_minutes_the_study_measured(tmp_path):
+    """The minutes of each published training, from its train.log where it has one: a resumed
+    training's result.json published before the log reader carried the wall clock over resumes
+    holds its last run's minutes only (here 5.0 of 10.0)."""
     results = tmp_path / "results"
-    for name, seed, minutes in (("m30k_base", 1, 5.0), ("m30k_localp_general_feed", 1, 12.0)):
+    for name, seed, minutes in (("m30k_base", 1, 5.0), ("m30k_localp_general_feed", 1, 5.0)):
         d = results / "systems" / f"{name}.s{seed}"
         d.mkdir(parents=True)
         (d / "result.json").write_text(json.dumps({"system": name, "seed": seed, "train_minutes": minutes,
                                                    "study": {"slice": "0"}}))
+    (d / "train.log").write_text(_log_line(1, 80.0, 1.0, 300) + "2026-11-27 07:00:00 | INFO | fairseq.trainer | "
+                                 "Loaded checkpoint s/checkpoint_last.pt (epoch 1 @ 300 updates)\n"
+                                 + _log_line(2, 60.0, 1.0, 600).replace("wall 600", "wall 300"))
     out = run_command(["python", str(RUN.parent / "study.py"), "plan", "--results", str(results), "--jobs", "2"]).stdout
     rows = {tuple(line.split()[:2]): line for line in out.splitlines()}
     assert rows[("m30k_base", "1")].split()[3:5] == ["5.0", "measured"]
-    assert rows[("m30k_reverse", "2")].split()[3:] == ["8.5", "mean", "of", "2", "measured"]
-    assert rows[("m30k_localp_general_feed", "1")].split()[3] == "12.0"
+    assert rows[("m30k_reverse", "2")].split()[3:] == ["7.5", "mean", "of", "2", "measured"]
+    assert rows[("m30k_localp_general_feed", "1")].split()[2:4] == ["2", "10.0"]
     assert "2 of 34 measured" in out.splitlines()[-1]
 
 

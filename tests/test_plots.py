@@ -69,6 +69,30 @@ def test_wall_clock_of_validations(tmp_path, capsys):
     assert_png(png)
 
 
+def test_a_resumed_training_reads_as_one(tmp_path):
+    """fairseq-train run again into the same --save-dir, its output appended: the records after
+    the checkpoint it resumes from go (lost with the stopped run, done again), and the wall
+    clock, which fairseq restarts at 0, goes on from its value at that checkpoint."""
+    from fairseq_luong.analysis.training_log import read_training_log, wall_seconds
+
+    log = tmp_path / "train.log"
+    log.write_text("""\
+2026-11-27 07:00:10 | INFO | train_inner | epoch 001:      2 / 4 loss=6.4, ppl=86.8, num_updates=2, wall=10
+2026-11-27 07:00:20 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 6.3 | ppl 80 | num_updates 4
+2026-11-27 07:00:20 | INFO | train | epoch 001 | loss 6.4 | ppl 83.9 | num_updates 4 | wall 21
+2026-11-27 07:00:30 | INFO | train_inner | epoch 002:      2 / 4 loss=6.2, ppl=73.5, num_updates=6, wall=31
+2026-11-27 08:00:00 | INFO | fairseq.trainer | Loaded checkpoint s/checkpoint_last.pt (epoch 1 @ 4 updates)
+2026-11-27 08:00:07 | INFO | train_inner | epoch 002:      2 / 4 loss=6.1, ppl=68.6, num_updates=6, wall=7
+2026-11-27 08:00:12 | INFO | valid | epoch 002 | valid on 'valid' subset | loss 6.0 | ppl 64 | num_updates 8
+2026-11-27 08:00:12 | INFO | train | epoch 002 | loss 6.1 | ppl 68.6 | num_updates 8 | wall 12
+""", encoding="utf-8")
+    parsed = read_training_log(str(log))
+    assert [(r.num_updates, r.stats["wall"], r.stats["loss"]) for r in parsed.train_inner] == [(2, 10, 6.4),
+                                                                                                (6, 28, 6.1)]
+    assert [(r.num_updates, r.stats["wall"]) for r in parsed.train] == [(4, 21), (8, 33)]
+    assert [r.num_updates for r in parsed.valid["valid"]] == [4, 8] and wall_seconds(parsed, 8) == 33
+
+
 def test_bleu_by_length_table_and_plot(tmp_path, capsys):
     lengths = [3, 12, 20, 75, 10]  # bucket edges are inclusive: 10 and 20 close their buckets
     sources = [" ".join(["w"] * n) for n in lengths]

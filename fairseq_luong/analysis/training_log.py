@@ -15,6 +15,8 @@ _SIMPLE_TRAIN = re.compile(r"\| train \| epoch (\d+) \| (.*)$")
 _SIMPLE_INNER = re.compile(r"\| train_inner \| epoch (\d+):\s+(\d+) / (\d+) (.*)$")
 # "... | valid | {"epoch": 2, "valid_loss": "6.07", ...}" (json: keys prefixed by the tag)
 _JSON = re.compile(r"\| (\w+) \| (\{\".*\})\s*$")
+# "... | fairseq.trainer | Loaded checkpoint DIR/checkpoint_last.pt (epoch 15 @ 3178 updates)": a resume
+_RESUMED = re.compile(r"Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)")
 
 
 class LogLine(NamedTuple):
@@ -99,19 +101,34 @@ def _record(line: LogLine) -> Record:
 def read_training_log(path: str) -> TrainingLog:
     """Every validation, epoch and inner training record in a fairseq-train log, in order.
 
+    A log that resumes (fairseq-train run again into the same --save-dir, its output appended)
+    reads as one training: at each "Loaded checkpoint ... (epoch E @ U updates)" the records
+    after update U go (that work was lost with the stopped run and is done again), and the
+    wall clock, which fairseq restarts at 0 in each run, goes on from its value at update U.
+
     Raises ValueError naming the file when it holds none (not a fairseq-train log), and
     naming the line when a recognised line is malformed.
     """
     valid: Dict[str, List[Record]] = {}
     train: List[Record] = []
     inner: List[Record] = []
+    offset = 0.0  # seconds of wall clock before this run of fairseq-train
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
+            resumed = _RESUMED.search(line)
+            if resumed and int(resumed.group(1)) > 0:
+                at = int(resumed.group(1))
+                train, inner = [r for r in train if r.num_updates <= at], [r for r in inner if r.num_updates <= at]
+                valid = {k: [r for r in v if r.num_updates <= at] for k, v in valid.items()}
+                offset = _wall_at(train + inner, at) or 0.0
+                continue
             try:
                 parsed = parse_log_line(line)
                 if parsed is None or parsed.epoch is None:  # not a statistics line of training
                     continue
                 record = _record(parsed)
+                if offset and "wall" in record.stats:
+                    record.stats["wall"] += offset
             except (ValueError, KeyError) as err:
                 raise ValueError(f"{path}:{lineno}: malformed fairseq-train log line ({err}): {line.strip()[:200]}")
             if parsed.tag == "valid":
@@ -127,12 +144,16 @@ def read_training_log(path: str) -> TrainingLog:
 
 
 def wall_seconds(log: TrainingLog, num_updates: int) -> Optional[float]:
-    """fairseq's wall clock (``wall``: seconds since training began, carried over a resume)
-    after ``num_updates`` updates. Validation lines carry none, so it is interpolated
-    linearly in updates between the train and train_inner records around it (from 0 s at
-    update 0), and extrapolated past the last one at the rate of the last two. None when
-    the log has no wall clock (e.g. fairseq-validate output)."""
-    known = {r.num_updates: r.stats["wall"] for r in log.train_inner + log.train if "wall" in r.stats}
+    """fairseq's wall clock (``wall``: seconds since training began, carried over a resume
+    by read_training_log) after ``num_updates`` updates. Validation lines carry none, so it
+    is interpolated linearly in updates between the train and train_inner records around it
+    (from 0 s at update 0), and extrapolated past the last one at the rate of the last two.
+    None when the log has no wall clock (e.g. fairseq-validate output)."""
+    return _wall_at(log.train_inner + log.train, num_updates)
+
+
+def _wall_at(records: List[Record], num_updates: int) -> Optional[float]:
+    known = {r.num_updates: r.stats["wall"] for r in records if "wall" in r.stats}
     if not known:
         return None
     known.setdefault(0, 0.0)
