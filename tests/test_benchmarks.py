@@ -129,7 +129,7 @@ def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_share
     proc = bench("--shape", "paper", "--vocab", 300, "--sizes", "1x16", "--precisions", "float32", "fp16",
                  "--systems", "lstm", "luong_global_general", "bound_feed", "--repeats", 1, "--updates", 2,
                  "--gen-sentences", 8, "--gen-batch", 8, "--busy", "--busy-steps", 1, "--threads", 1,
-                 "--work", tmp_path)
+                 "--gemm-size", 512, "--work", tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("# device CPU, 1 thread, torch ") and " commit " in lines[0]
@@ -149,6 +149,8 @@ def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_share
             for cell in (row["train busy"], row["gen busy"]):
                 assert cell.endswith("%") and 0 < int(cell[:-1]) <= 100, row
     assert rows[0]["% GEMM peak"].endswith("%") and rows[-1]["% GEMM peak"] == "-"  # no float16 CPU peak
+    # the peak of --gemm-size's products (512: 0.02 s; the CPU default 4096 takes 13 s in float32)
+    assert lines[-1].startswith("# GEMM peak of 512 x 512 products, best seen (GFLOP/s): float32 ")
 
 
 def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):

@@ -37,7 +37,7 @@ SPEED="--shape paper --sizes 4x1000 --precisions float32 bf16 --repeats 1 --upda
 --systems lstm luong_global_general luong_global_general_no_feed"
 # the tests' tiny table (tests/test_gpu_paths.py)
 STAND_IN_SPEED="--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --systems lstm luong_global_general \
---repeats 1 --updates 2 --gen-sentences 8 --gen-batch 8 --busy --busy-steps 1 --threads 1"
+--repeats 1 --updates 2 --gen-sentences 8 --gen-batch 8 --busy --busy-steps 1 --threads 1 --gemm-size 512"
 PY="${PYTHON:-python3}"
 SITE="${GPU_SESSION_SITE:-/tmp/site}"
 
