@@ -91,16 +91,22 @@ def busy_fraction(clock, fn):
     return min(1.0, busy_seconds(trace, clock.device) / wall)
 
 
+def gemm_size(device, n=None):
+    """The side of gemm_peak's square products: n, else 8192 on CUDA and 4096 on the CPU
+    (13 s in float32 on one thread here)."""
+    return n or (8192 if device == "cuda" else 4096)
+
+
 def gemm_peak(clock, dtype=torch.float32, threads=None, n=None):
     """The best rate of a large square matrix product on the device, GFLOP/s (best of 8); None
     for float16 on the CPU, where torch has no fast matrix product (about 1 GFLOP/s here) but
     the models' float16 layers run faster than that: no peak to compare them with. n: the
-    matrices' size (default 8192 on CUDA, 4096 on the CPU: 13 s in float32 on one thread here)."""
+    matrices' size (gemm_size)."""
     if clock.device == "cpu" and dtype == torch.float16:
         return None
     if threads:
         torch.set_num_threads(threads)
-    n = n or (8192 if clock.device == "cuda" else 4096)
+    n = gemm_size(clock.device, n)
     a = torch.randn(n, n, device=clock.device).to(dtype)
     b = torch.randn(n, n, device=clock.device).to(dtype)
     a @ b

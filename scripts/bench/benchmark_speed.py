@@ -57,7 +57,7 @@ import statistics
 import subprocess
 import sys
 
-from bench_device import DTYPES, DeviceClock, busy_fraction, commit, gemm_peak
+from bench_device import DTYPES, DeviceClock, busy_fraction, commit, gemm_peak, gemm_size
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/bench/..
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "multi30k_en_de")
@@ -534,7 +534,7 @@ def main(argv=None):
                 print(f"| {size} | {precision} | {name} | "
                       + row_cells(name, train, gen, busy, layers, hidden, vocab, src_per_tgt, src_len,
                                   peaks[precision]) + " |", flush=True)
-    size = args.gemm_size or (8192 if clock.device == "cuda" else 4096)
+    size = gemm_size(clock.device, args.gemm_size)
     print(f"# GEMM peak of {size} x {size} products, best seen (GFLOP/s): " + show(peaks))
 
 
