@@ -149,6 +149,14 @@ def test_aer_names_what_the_files_cannot_show(tmp_path):
     aer([str(gold), str(in_order), *texts])
 
 
+def test_aer_and_the_link_readers_start_without_torch():
+    """aer.py, the link readers and the segmenter import neither torch nor fairseq (2 s a
+    process): the in-form study runs aer.py once per model and convention."""
+    code = ("import sys, fairseq_luong.analysis.alignment, fairseq_luong.analysis.segmentation; "
+            "print([m for m in ('torch', 'fairseq') if m in sys.modules])")
+    assert run([sys.executable, "-c", code], cwd=REPO).stdout.strip() == "[]"
+
+
 def test_footnote_14_rows_by_hand():
     """Row t is computed reading y_{t-1} and predicting y_t: fairseq gives word k row k,
     the paper (content-based scores) row k + 1."""

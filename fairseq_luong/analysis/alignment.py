@@ -10,13 +10,15 @@
   paper's one-to-one alignment), subword attention folded into words, rows read in
   fairseq's convention or the paper's (footnote 14).
 """
-import re
-from typing import List, NamedTuple, Optional, Sequence, Set, Tuple
+from __future__ import annotations
 
-import torch
-from torch import Tensor
+import re
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ..data.text import iter_lines
+
+if TYPE_CHECKING:  # torch only where attention is read: aer.py and the link readers start without it
+    from torch import Tensor
 
 Link = Tuple[int, int]  # (source position, target position), 0-based
 _LINK = re.compile(r"^(\d+)([-pP?])(\d+)$")
@@ -167,6 +169,8 @@ def fold_into_words(weights: Tensor, src_groups: List[int], tgt_groups: List[int
     """Subword attention (target tokens x source tokens) -> target words x source words:
     a source word receives the SUM of its pieces' weights (the attention it gets), a
     target word the MEAN of its pieces' rows."""
+    import torch
+
     n_src, n_tgt = (max(src_groups) + 1 if src_groups else 0), (max(tgt_groups) + 1 if tgt_groups else 0)
     groups = torch.tensor(src_groups, dtype=torch.long)
     by_src = weights.new_zeros(weights.size(0), n_src).index_add_(1, groups, weights)
