@@ -32,6 +32,33 @@ def pytest_configure(config):
                                        "recipe run end to end")
 
 
+# The suite writes only under pytest's tmp_path: a command run in the checkout with a default
+# folder (fairseq-train makes --save-dir "checkpoints" even with --no-save) fails the session.
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def _checkout_entries():
+    return set(os.listdir(_REPO))
+
+
+def pytest_sessionstart(session):
+    session.config._entries_before = _checkout_entries()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # pytest-xdist: the main process checks, once all workers are done
+        return
+    made = sorted(_checkout_entries() - session.config._entries_before)
+    if made:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = f"the tests left {', '.join(made)} in the checkout ({_REPO}): write under tmp_path"
+        if reporter is not None:
+            reporter.write_line(f"\nERROR: {line}", red=True)
+        else:
+            print(f"ERROR: {line}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_collection_modifyitems(session, config, items):
     def rank(item):
         name = item.path.name

@@ -339,7 +339,8 @@ def test_a_training_that_ends_inside_an_epoch_exits_cleanly(tmp_path):
                            "--user-dir", USER_DIR, "--arch", "luong_global_general", "--encoder-embed-dim", "16",
                            "--decoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-hidden-size", "16",
                            "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "3000", "--num-workers", "0",
-                           "--max-update", "20", "--disable-validation", "--no-save"],
+                           "--max-update", "20", "--disable-validation", "--no-save",
+                           "--save-dir", str(tmp_path / "ckpt")],  # made even with --no-save: not in the checkout
                           capture_output=True, text=True,
                           env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"))
     assert "done training" in proc.stdout + proc.stderr

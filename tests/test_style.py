@@ -7,5 +7,7 @@ from tests.helpers import REPO
 
 
 def test_ruff_finds_nothing():
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=REPO, capture_output=True, text=True)
+    # --no-cache: the suite writes nothing into the checkout (tests/conftest.py)
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=REPO, capture_output=True,
+                          text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -230,6 +230,7 @@ def run_train_chunks(checks):
                        "--max-tokens", "1500", "--criterion", "perspe_label_smoothed_cross_entropy",
                        "--perturb-range", "1", "--perturb-unit", "phrase", "--max-update", "20", "--num-workers", "1",
                        "--log-format", "simple", "--log-interval", "1", "--disable-validation", "--no-save",
+                       "--save-dir", checks.path("perspe_ckpt"),  # --no-save still makes the folder: not in the cwd
                        *checks.dev_flags], checks.path("perspe.log"))
     losses = re.findall(r"train_inner \| .* loss=([\d.]+)", out)
     return status, losses, None, None
