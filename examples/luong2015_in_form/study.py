@@ -1111,7 +1111,7 @@ def changes(study: Study, w):
     w("")
     w("The first study trained every system 10 epochs with the paper's fixed halving (after epoch 5), at "
       "2 x 128, and evaluated the last checkpoint; its perSPE pair trained on KFTT En→Ja. This one trains "
-      f"every system until the rate has been halved {HALVINGS} times on plateaus (the convergence table), at "
+      f"every system until the rate has been halved {HALVINGS} times on plateaus (the convergence table), "
       f"Multi30k at 2 x {SIZES['m30k']} and KFTT at 2 x {SIZES['kftt']} with Adam"
       f"{' in bfloat16' if PRECISION else ''}, and evaluates the checkpoint of the best validation "
       "loss; perSPE trains on small_parallel_enja, the data its recipe's preset is made for. Means over "
