@@ -2,7 +2,8 @@
 what a GPU session runs cannot rot on a machine without one: the clock waits for the device,
 peak memory and the device's name come from CUDA there, the busy share is read from a
 profiler trace, Luong et al.'s shape is written as it says, and the benchmark runs end to end
-on the CPU in float32 and float16. No timing is asserted."""
+on the CPU in float32 and float16; the other scripts of scripts/bench give their tables
+(profile_step.py, benchmark_attention.py, count_step_ops.py). No timing is asserted."""
 import importlib.util
 import os
 import subprocess
@@ -34,6 +35,13 @@ def bench(*args):
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, str(BENCH / "benchmark_speed.py"), *map(str, args)],
                           capture_output=True, text=True, env=env)
+
+
+def script(name, *args):
+    """Another script of scripts/bench as a process (one thread)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *map(str, args)], capture_output=True,
+                          text=True, env=env)
 
 
 def test_on_cuda_the_clock_is_read_after_the_gpu_has_finished_and_memory_is_the_allocators(monkeypatch):
@@ -151,6 +159,19 @@ def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_share
     assert rows[0]["% GEMM peak"].endswith("%") and rows[-1]["% GEMM peak"] == "-"  # no float16 CPU peak
     # the peak of --gemm-size's products (512: 0.02 s; the CPU default 4096 takes 13 s in float32)
     assert lines[-1].startswith("# GEMM peak of 512 x 512 products, best seen (GFLOP/s): float32 ")
+    # profile_step.py on the data the benchmark binarized: where a step's self CPU time goes
+    (paper_bin,) = tmp_path.glob("paper_v300_*")
+    proc = script("profile_step", "--system", "luong_global_general", "--size", "1x16", "--shape", "paper",
+                  "--updates", 1, "--top", 3, "--threads", 1, "--bin", paper_bin)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout.splitlines()
+    assert out[0].startswith("# luong_global_general 1x16, 1 steps, ") and " s self CPU time" in out[0]
+    assert ", 1 threads, " in out[0]
+    groups = {c[0]: float(c[2].rstrip("%")) for c in (line.strip("| ").split(" | ") for line in out[3:6])}
+    assert set(groups) == {"matrix products", "sequence LSTM kernel (oneDNN)", "everything else"}
+    assert groups["matrix products"] > 0 and abs(sum(groups.values()) - 100) <= 2
+    top = out[out.index("| top operator (self CPU) | s | share | calls |") + 2:]
+    assert len(top) == 3 and all(int(line.strip(" |").split(" | ")[-1]) > 0 for line in top)
 
 
 def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
@@ -170,6 +191,36 @@ def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "--vocab 10: at least 100 (fairseq's four special symbols among them)")
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_profile_step_refuses_a_size_or_missing_data_in_one_line(tmp_path):
+    proc = script("profile_step", "--size", "16", "--work", tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "--size 16: LAYERSxHIDDEN, e.g. 2x256")
+    proc = script("profile_step", "--size", "1x16", "--work", tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (f"error: {tmp_path / 'bin'} not found: run "
+                                                    "scripts/bench/benchmark_speed.py once first, or give its "
+                                                    "data with --bin")
+
+
+def test_the_attention_benchmark_times_local_p_on_each_path_against_global():
+    """benchmark_attention.py at tiny sizes: per source length a row of global attention (the
+    reference: ratio 1.00), local-p as shipped, and local-p forced onto each path (gather,
+    dense; their beam-search cells empty), in that order. No timing is asserted."""
+    proc = script("benchmark_attention", "--lengths", 10, 20, "--hidden", 16, "--layers", 1, "--vocab", 50,
+                  "--batch", 2, "--steps", 2, "--sentences", 2, "--out-len", 5, "--repeats", 1, "--threads", 1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# 1 x 16 LSTM, vocab 50, D = 10, 1 threads, 2 sentences per step")
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[3:]]
+    systems = ["luong_global_general", "luong_localp", "luong_localp (gather)", "luong_localp (dense)"]
+    assert [(r[0], r[1]) for r in rows] == [(s, name) for s in ("10", "20") for name in systems]
+    for r in rows:
+        assert all(float(c) > 0 for c in r[2:6]), r
+        if r[1] == "luong_global_general":
+            assert (r[3], r[5], r[7]) == ("1.00", "1.00", "1.00"), r
+        assert (r[6] == r[7] == "") == ("(" in r[1]), r  # beam search: the shipped systems only
 
 
 def test_operations_per_decoder_step_are_counted_where_the_step_adds_them(capsys):

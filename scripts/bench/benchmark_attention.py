@@ -144,8 +144,12 @@ def main(argv=None):
           "alternating runs; ratios to global attention")
     print("| S | system | decoder step ms | ratio | train step ms | ratio | beam-5 s/sent | ratio |")
     print("|" + "---|" * 8)
-    for name, (model, task) in models.items():  # warm-up
-        time_decoder_step(model, task, args.lengths[0], args.batch, 3)
+    # warm-up: every path forward and backward once (a path's first backward took 1 s, 136x
+    # global's, at S = 10 on one thread: one-off set-up that --repeats 1 would have timed)
+    for name, ((model, task), path) in systems.items():
+        with local_path(path):
+            time_decoder_step(model, task, args.lengths[0], args.batch, 3)
+            time_training_step(model, task, args.lengths[0], args.batch)
     for srclen in args.lengths:
         step = {k: [] for k in systems}
         train = {k: [] for k in systems}

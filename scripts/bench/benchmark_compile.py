@@ -15,6 +15,7 @@ Compilation time is excluded (two warm-up runs), so this is the best case for co
 Usage: python scripts/bench/benchmark_compile.py [--layers 4 --hidden 1000 --rows 250 --steps 16]
 """
 import argparse
+import logging
 import os
 import statistics
 import time
@@ -33,6 +34,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args(argv)
+    # importing fairseq leaves the root logger at DEBUG (its wav2vec2_classification module calls
+    # logging.basicConfig(level=DEBUG)): torch.compile's file locks would log every lock taken
+    logging.getLogger().setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
     L, H, R, T = args.layers, args.hidden, args.rows, args.steps
 
