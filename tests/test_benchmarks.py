@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import REPO
+from tests.helpers import REPO, SHARED_DATA
 
 BENCH = REPO / "scripts" / "bench"
 
@@ -202,6 +202,25 @@ def test_profile_step_refuses_a_size_or_missing_data_in_one_line(tmp_path):
     assert proc.stderr.strip().splitlines()[-1] == (f"error: {tmp_path / 'bin'} not found: run "
                                                     "scripts/bench/benchmark_speed.py once first, or give its "
                                                     "data with --bin")
+
+
+def test_a_small_multi30k_slice_is_prepared_with_the_pieces_it_holds(tmp_path):
+    """benchmark_speed.py's (and benchmark_init.py's, profile_step.py's) Multi30k data from a
+    corpus too small for 8,000 pieces: SentencePiece keeps what it holds (it refused with a
+    traceback from its C++ trainer)."""
+    source = SHARED_DATA / "multi30k_en_de"
+    if not (source / "train.en").exists():
+        pytest.skip(f"{source} not present")
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
+        for lang in ("en", "de"):
+            lines = (source / f"{split}.{lang}").read_text(encoding="utf-8").splitlines(True)[:n]
+            (data / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
+    bin_dir = load("benchmark_speed").prepare_data(str(data), str(tmp_path / "work"))
+    pieces = len((tmp_path / "work" / "bin" / "dict.en.txt").read_text(encoding="utf-8").splitlines())
+    assert bin_dir == str(tmp_path / "work" / "bin") and 500 < pieces < 8000
+    assert (tmp_path / "work" / "bin" / "test.en-de.de.bin").exists()
 
 
 def test_the_attention_benchmark_times_local_p_on_each_path_against_global():

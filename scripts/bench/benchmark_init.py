@@ -104,7 +104,9 @@ def main(argv=None):
         if len(logs[name]) != args.epochs:
             raise SystemExit(f"error: {log_path}: {len(logs[name])} validations for {args.epochs} epochs")
 
-    print(f"\nValid perplexity after each epoch (Multi30k En-De, SentencePiece 8K joint, "
+    with open(os.path.join(bin_dir, "dict.en.txt"), encoding="utf-8") as f:  # at most 8K: fewer in small data
+        pieces = sum(1 for _ in f)
+    print(f"\nValid perplexity after each epoch ({args.data}, SentencePiece joint, {pieces} pieces, "
           f"{args.layers}x{args.hidden}; ratio = system / lstm):\n")
     header = ["epoch"]
     for name in args.systems:

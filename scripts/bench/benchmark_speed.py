@@ -162,7 +162,7 @@ def prepare_data(data, work):
     prefix = os.path.join(work, "spm8k")
     spm.SentencePieceTrainer.train(input=joint, model_prefix=prefix, vocab_size=8000,
                                    character_coverage=1.0, model_type="unigram", num_threads=2,
-                                   minloglevel=2)
+                                   minloglevel=2, hard_vocab_limit=False)  # a small --data holds fewer pieces
     sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
     for split in ("train", "valid", "test"):
         for lang in ("en", "de"):
