@@ -345,3 +345,33 @@ def test_a_training_that_ends_inside_an_epoch_exits_cleanly(tmp_path):
                           env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"))
     assert "done training" in proc.stdout + proc.stderr
     assert proc.returncode == 0 and "terminate called" not in proc.stderr, proc.stderr[-2000:]
+
+
+PLATEAU = ["--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "0.5", "--lr-threshold", "0.5"]
+
+
+def epochs(log):
+    """(rate, validation loss) of each epoch trained, from fairseq's end-of-epoch lines."""
+    rates = [float(r) for r in re.findall(r"\| train \| epoch \d+ \|.*? \| lr ([\d.e-]+) \|", log)]
+    losses = [float(v) for v in re.findall(r"\| valid \| epoch \d+ \| valid on 'valid' subset \| loss ([\d.]+) \|",
+                                            log)]
+    return list(zip(rates, losses))
+
+
+# patience 2, stopped after epoch 3: the checkpoint holds one bad epoch counted (epoch 2), epoch 3's is the step
+@pytest.mark.parametrize("patience,stop_after", [(0, 2), (2, 3)])
+def test_a_plateau_schedule_resumed_between_epochs_is_the_uninterrupted_one(data_bin, tmp_path, patience, stop_after):
+    """--lr-scheduler reduce_lr_on_plateau, stopped after an epoch and resumed from
+    checkpoint_last.pt, trains at the rates (and to the validation losses) of the same run
+    without the stop. fairseq saves that checkpoint before the epoch's plateau step and skips
+    the step on resume (a halving one epoch late, a stale best), and loses --lr-patience's
+    count of bad epochs (fairseq_patches/plateau_resume.py). --lr-threshold 0.5: every epoch
+    after the first is a bad one."""
+    args = [*PLATEAU, "--lr-patience", str(patience), "--seed", "1"]
+    whole = epochs(train(str(data_bin / "bin"), tmp_path / "whole", *args, "--max-epoch", "5")[1])
+    first = epochs(train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", str(stop_after))[1])
+    rest = epochs(train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "5")[1])
+    assert len({r for r, _ in whole}) == {0: 4, 2: 2}[patience]  # halvings were due
+    assert [r for r, _ in first + rest] == [r for r, _ in whole]
+    # the losses as logged (3 decimals)
+    assert [loss for _, loss in first + rest] == pytest.approx([loss for _, loss in whole], abs=2e-3)
