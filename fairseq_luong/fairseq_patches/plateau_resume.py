@@ -8,7 +8,8 @@ as it was before the step, and ``Trainer.load_checkpoint`` steps it with no loss
 halving due after E does not happen (epoch E + 1 runs at twice the rate, and every later
 halving comes one epoch late), or, after an epoch that improved, the best loss stays that of
 E - 1 and E + 1 is judged against it. The count of bad epochs (``--lr-patience``) and the
-cooldown are not saved at all: a resume sets both to 0. fixed, inverse_sqrt and the other
+cooldown are not saved at all: a resume sets both to 0 (fairseq pull request #4071 proposed
+saving the count; it was closed unmerged). fixed, inverse_sqrt and the other
 schedulers compute the rate from the epoch or update number and resume as they were.
 
 We save the count and the cooldown with the scheduler's state, and on resuming from a
