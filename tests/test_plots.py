@@ -49,6 +49,18 @@ def test_plot_curves_reads_both_log_formats(tmp_path, capsys):
         script("plot_curves")["main"]([str(tmp_path / "other.log"), "--png", str(png)])
 
 
+def test_epochs_are_ticked_as_whole_numbers(tmp_path, monkeypatch):
+    """A curve over epochs (or updates) has whole-number ticks only; fractional x keeps matplotlib's."""
+    from fairseq_luong.analysis import plots
+
+    ticks = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: ticks.append([t for ax in fig.axes for t in ax.get_xticks()]))
+    plots.plot_panels([("epoch", "ppl", [("a", list(range(1, 20)), [1.0] * 19)], False)], str(tmp_path / "a.png"))
+    plots.plot_panels([("hours", "ppl", [("a", [0.5, 1.25, 2.0], [1.0] * 3)], False)], str(tmp_path / "b.png"))
+    assert all(float(t).is_integer() for t in ticks[0])
+    assert not all(float(t).is_integer() for t in ticks[1])
+
+
 def test_wall_clock_of_validations(tmp_path, capsys):
     """Validation lines carry no wall clock: interpolated in updates between the train lines
     around them (from 0 s at update 0), extrapolated past the last at the last two's rate."""

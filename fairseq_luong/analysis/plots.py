@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.patches as patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ def plot_panels(panels: Sequence[Tuple[str, str, Series, bool]], path: str, titl
     for ax, (xlabel, ylabel, lines, log_y) in zip(axes[0], panels):
         for name, xs, ys in lines:
             ax.plot(xs, ys, marker="o" if len(xs) <= 30 else None, markersize=3, label=name)
+        if all(float(x).is_integer() for _, xs, _ in lines for x in xs):  # epochs, updates: no 2.5
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         _dress(ax, xlabel, ylabel, log_y)
     if title:
         fig.suptitle(title)
