@@ -1237,7 +1237,8 @@ def budget(study: Study, w):
             if m is not None:
                 total += m
                 rows.append((f"perspe {name} seed {seed}", m))
-    w(f"{len(rows)} trainings, {total / 60:.1f} hours of fairseq-train wall clock in all: "
+    plural = "s" if len(rows) != 1 else ""
+    w(f"{len(rows)} training{plural}, {total / 60:.1f} hours of fairseq-train wall clock in all: "
       + ", ".join(f"{n} {m:.1f}" for n, m in rows) + " (minutes).")
     w("")
 
