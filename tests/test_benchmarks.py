@@ -31,17 +31,15 @@ def load(name):
     return sys.modules[name]
 
 
-def bench(*args):
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, str(BENCH / "benchmark_speed.py"), *map(str, args)],
-                          capture_output=True, text=True, env=env)
-
-
 def script(name, *args):
-    """Another script of scripts/bench as a process (one thread)."""
+    """A script of scripts/bench as a process (one thread)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *map(str, args)], capture_output=True,
                           text=True, env=env)
+
+
+def bench(*args):
+    return script("benchmark_speed", *args)
 
 
 def test_on_cuda_the_clock_is_read_after_the_gpu_has_finished_and_memory_is_the_allocators(monkeypatch):

@@ -28,7 +28,7 @@ import os
 import subprocess
 import sys
 
-from benchmark_speed import DEFAULT_DATA, REPO, prepare_data
+from benchmark_speed import DEFAULT_DATA, REPO, data_stats, prepare_data
 
 from fairseq_luong.analysis.training_log import read_training_log
 
@@ -104,9 +104,8 @@ def main(argv=None):
         if len(logs[name]) != args.epochs:
             raise SystemExit(f"error: {log_path}: {len(logs[name])} validations for {args.epochs} epochs")
 
-    with open(os.path.join(bin_dir, "dict.en.txt"), encoding="utf-8") as f:  # at most 8K: fewer in small data
-        pieces = sum(1 for _ in f)
-    print(f"\nValid perplexity after each epoch ({args.data}, SentencePiece joint, {pieces} pieces, "
+    vocab = data_stats(bin_dir)[0]  # 8K pieces and fairseq's 4 symbols; fewer in small data
+    print(f"\nValid perplexity after each epoch ({args.data}, SentencePiece joint vocabulary of {vocab}, "
           f"{args.layers}x{args.hidden}; ratio = system / lstm):\n")
     header = ["epoch"]
     for name in args.systems:

@@ -134,6 +134,12 @@ def train_batches(updates, busy_steps):
     return WARMUP + updates + busy_steps
 
 
+def parse_size(size):
+    """"2x256" -> (2, 256); None when SIZE is not LAYERSxHIDDEN."""
+    m = re.fullmatch(r"([1-9]\d*)x([1-9]\d*)", size)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def shape_flags(shape):
     """fairseq's batch options of a --shape (the workers parse them)."""
     spec = SHAPES[shape]
@@ -267,10 +273,20 @@ def batches(task, spec, split, n, max_sentences=None, multiple=8, shuffle=True):
     return out
 
 
-def worker_train(spec):
-    """Target tokens/s of fairseq's Trainer.train_step over ``updates`` batches after WARMUP."""
+def warm_trainer(cfg, task, model, criterion, warmup):
+    """fairseq's Trainer of a worker's system (it moves and converts the model as fairseq-train
+    does), at epoch 1, after a train_step on each of the ``warmup`` batches (untimed)."""
     from fairseq.trainer import Trainer
 
+    trainer = Trainer(cfg, task, model, criterion)
+    trainer.begin_epoch(1)
+    for sample in warmup:
+        trainer.train_step([sample])
+    return trainer
+
+
+def worker_train(spec):
+    """Target tokens/s of fairseq's Trainer.train_step over ``updates`` batches after WARMUP."""
     clock = DeviceClock(spec["device"])
     cfg, task, model = load(spec, spec["criterion"] or FUSED_LOSS)
     criterion = task.build_criterion(cfg.criterion)
@@ -283,10 +299,7 @@ def worker_train(spec):
         model.train()
         return {"tokens_per_s": train_gemm_bound(model, timed, model.decoder.input_feed),
                 "peak_mb": clock.peak_mb()}
-    trainer = Trainer(cfg, task, model, criterion)  # moves and converts the model as fairseq-train
-    trainer.begin_epoch(1)
-    for sample in samples[:WARMUP]:
-        trainer.train_step([sample])
+    trainer = warm_trainer(cfg, task, model, criterion, samples[:WARMUP])
     t0 = clock.now()
     for sample in timed:
         trainer.train_step([sample])
@@ -465,7 +478,7 @@ def parse(argv):
         parser.error(f"--vocab {args.vocab}: at least 100 (fairseq's four special symbols among them)")
     args.sizes = args.sizes or SHAPES[args.shape]["sizes"]
     for size in args.sizes:
-        if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", size):
+        if parse_size(size) is None:
             parser.error(f"--sizes {size}: LAYERSxHIDDEN, e.g. 4x1000")
     args.out_len = args.out_len or SHAPES[args.shape]["out_len"]
     args.gen_batch = args.gen_batch or SHAPES[args.shape]["gen_batch"]
@@ -509,7 +522,7 @@ def main(argv=None):
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for k, size in enumerate(args.sizes):
-        layers, hidden = (int(x) for x in size.split("x"))
+        layers, hidden = parse_size(size)
         updates = args.updates[min(k, len(args.updates) - 1)]
         sentences = args.gen_sentences[min(k, len(args.gen_sentences) - 1)]
         for precision in args.precisions:

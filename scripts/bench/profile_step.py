@@ -11,7 +11,6 @@ Usage: python scripts/bench/profile_step.py [--system luong_global_general] [--s
 """
 import argparse
 import os
-import re
 import time
 
 import benchmark_speed as bench
@@ -34,25 +33,21 @@ def main(argv=None):
     parser.add_argument("--bin", help="binarized data (default: WORK/bin, benchmark_speed.py's Multi30k; "
                                       "its --shape paper data is WORK/paper_v...)")
     args = parser.parse_args(argv)
-    if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", args.size):
+    if bench.parse_size(args.size) is None:
         parser.error(f"--size {args.size}: LAYERSxHIDDEN, e.g. 2x256")
     torch.set_num_threads(args.threads)
-    layers, hidden = (int(x) for x in args.size.split("x"))  # "2x256" -> 2, 256
+    layers, hidden = bench.parse_size(args.size)
     bin_dir = args.bin or os.path.join(args.work, "bin")
     if not os.path.exists(os.path.join(bin_dir, "dict.en.txt")):
         raise SystemExit(f"error: {bin_dir} not found: run scripts/bench/benchmark_speed.py once first, "
                          "or give its data with --bin")
-    from fairseq.trainer import Trainer
-
     arch, extra, criterion = bench.SYSTEMS[args.system]
     spec = {"bin": bin_dir, "arch": arch, "flags": extra + bench.size_flags(args.system, layers, hidden),
             "shape": args.shape, "precision": "float32", "device": "cpu"}
     cfg, task, model = bench.load(spec, criterion)
-    trainer = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))  # as benchmark_speed's worker
-    trainer.begin_epoch(1)
     samples = bench.batches(task, spec, "train", bench.WARMUP + args.updates)
-    for sample in samples[:bench.WARMUP]:
-        trainer.train_step([sample])  # warm up
+    # as benchmark_speed.py's training worker
+    trainer = bench.warm_trainer(cfg, task, model, task.build_criterion(cfg.criterion), samples[:bench.WARMUP])
     t0 = time.perf_counter()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         for sample in samples[bench.WARMUP:]:
