@@ -10,7 +10,8 @@ it compared:
 
   loss         one float32 checkpoint's test loss with fairseq-validate --cpu and on the
                device: equal to 4 decimals (cuDNN's LSTM against PyTorch's CPU LSTM)
-  translations fairseq-generate of the first 100 test sentences on both: identical
+  translations fairseq-generate of the first 100 test sentences on both (beam 5, at most
+               source length + 10 tokens): identical
   fp16 / bf16  --fp16 and --bf16 training against float32 from the same seed for --updates
                updates: final train loss within 1 %; fp16's loss scale above its minimum
   fused fp16   the fused criterion's loss and gradient in float16 against float32 on the device
@@ -43,6 +44,11 @@ USER_DIR = os.path.join(REPO, "fairseq_luong")
 # benchmark_speed.py's options for the speed table (--device and --work are gpu_check's)
 SPEED = ("--shape paper --sizes 4x1000 --precisions float32 fp16 bf16 --repeats 1 --updates 20 "
          "--gen-sentences 512 --systems lstm luong_global_general luong_global_general_no_feed")
+
+
+# the translations' length limit: source words + 10 (every test reference is at most source + 5;
+# an untrained model, as the CPU stand-in's, would otherwise write fairseq's 200 tokens a sentence)
+GEN_LEN = ("--max-len-a", "1", "--max-len-b", "10")
 
 
 def bin_path(name):
@@ -131,7 +137,7 @@ class Checks:
         hyps = []
         for side, flags in (("cpu", self.cpu_flags), ("device", self.dev_flags)):
             _, out = run([bin_path("fairseq-generate"), self.path("bin"), "--user-dir", USER_DIR, "--path", ckpt,
-                          "--gen-subset", "test", "--beam", "5", "--batch-size", "50", *flags],
+                          "--gen-subset", "test", "--beam", "5", "--batch-size", "50", *GEN_LEN, *flags],
                          self.path(f"generate_{side}.log"))
             hyps.append(dict(re.findall(r"^H-(\d+)\t\S+\t(.*)$", out, re.M)))
         same = sum(hyps[0].get(k) == v for k, v in hyps[1].items())
