@@ -139,7 +139,8 @@ def test_same_or_refuse_names_what_differs_and_accepts_a_key_of_before(tmp_path)
 
 
 def test_the_command_line_is_what_recipe_sh_calls(tmp_path):
-    run = [sys.executable, str(REPO / "fairseq_luong" / "recipes" / "freshness.py")]
+    # as recipe.sh runs it: python -S, the standard library only
+    run = [sys.executable, "-S", str(REPO / "fairseq_luong" / "recipes" / "freshness.py")]
     out = tmp_path / "out.txt"
     out.write_text("x")
 

@@ -101,6 +101,18 @@ def test_remembered_idents_are_what_ident_computes_served_without_a_process(tmp_
     assert lines[2:] == ["2 remembered", lines[0], lines[1], "missing-not-remembered"]
 
 
+def test_an_output_without_a_stamp_is_missing_without_a_process(tmp_path):
+    """fresh and stale_reason answer for an output without OUT.key from the shell (a table asks
+    about every row's outputs, most not made yet): not fresh, "missing", here with freshness.py
+    replaced by `echo ran`, reading the key; a stamped output still goes to freshness.py, run
+    with python -S."""
+    out = shell("""echo z > f; stamp f k; real=("${FRESHNESS[@]}")
+        FRESHNESS=(bash -c 'cat > /dev/null; echo ran $0 $1')
+        fresh nothing k || echo not-fresh; stale_reason nothing k; echo z > g; stale_reason g k; fresh f k
+        FRESHNESS=("${real[@]}"); fresh f k && echo fresh; echo "${FRESHNESS[1]}" """, tmp_path)
+    assert out.splitlines() == ["not-fresh", "missing", "missing", "ran fresh f", "fresh", "-S"]
+
+
 def test_the_code_version_is_the_code_a_step_runs(tmp_path):
     """A README-only change leaves every code version; a change of a module the package
     imports, or of the chunk grammar beside the chunker, changes the versions that run them."""
