@@ -295,19 +295,21 @@ def test_spm_tool_trains_into_a_folder_that_does_not_exist_yet(tmp_path):
 
 def test_the_wmt_recipe_reads_its_rows_as_data_by_field(tmp_path):
     """examples/wmt14_en_de/rows.py: the protocol's rows (fairseq_luong/protocols/luong2015.py)
-    and RNNsearch, each field by name; `shell` is what run.sh's table evaluates, quoting and all."""
+    and RNNsearch, each field by name; `all` is what run.sh evaluates once, quoting and all."""
     from fairseq_luong.protocols import luong2015
 
     rows = [sys.executable, str(REPO / "examples" / "wmt14_en_de" / "rows.py")]
-    names = subprocess.run([*rows, "names"], capture_output=True, text=True, check=True).stdout.split()
-    assert names == [r.name for r in luong2015.ROWS] + ["rnnsearch"]
-    script = (f'eval "$({" ".join(rows)} shell t1_ensemble)"; '
-              'printf "%s\\n" "$ROW_MODELS" "$ROW_WHAT" "$ROW_PAPER_PPL" "$ROW_PAPER_AER" "$ROW_SPLIT" "$ROW_UNK"')
+    script = (f'eval "$({" ".join(rows)} all)"; printf "%s\\n" "${{ROW_NAMES[*]}}" '
+              + " ".join(f'"${{ROW_FIELDS[t1_ensemble/{f}]}}"' for f in ("models", "what", "paper_ppl", "paper_aer",
+                                                                            "split", "unk")))
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split("\n")
-    assert out[:6] == [" ".join(luong2015.ENSEMBLE), "Table 1: ensemble of 8 models + unk replace", "", "0.34",
-                       "test", "yes"]
+    assert out[0].split() == [r.name for r in luong2015.ROWS] + ["rnnsearch"]
+    assert out[1:7] == [" ".join(luong2015.ENSEMBLE), "Table 1: ensemble of 8 models + unk replace", "", "0.34",
+                        "test", "yes"]
     field = subprocess.run([*rows, "field", "t2_ensemble", "split"], capture_output=True, text=True, check=True)
     assert field.stdout == "test1\n"
+    unknown = subprocess.run([*rows, "field", "t9", "split"], capture_output=True, text=True)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("unknown row 't9' (known: t1_base ")
 
 
 def test_the_perspe_recipe_and_the_study_train_the_papers_systems_as_the_protocol_writes_them():

@@ -4,12 +4,13 @@
 
 run.sh asks this file, never a string it cuts:
 
-  rows.py names                  the rows, one a line, in the table's order
-  rows.py check ROW              exit 2 with one line unless ROW is a row
+  rows.py all                    every row's every field for bash, read once by run.sh:
+                                 ROW_NAMES=(...), the rows in the table's order, and
+                                 ROW_FIELDS[ROW/FIELD] (quoted)
   rows.py field ROW FIELD        one field: models (space-separated), unk (no, yes, both),
                                  paper_ppl, paper_bleu, what, paper_aer (- when none), split
-                                 (test = newstest2014, test1 = newstest2015)
-  rows.py shell ROW              every field as shell assignments (ROW_MODELS=..., quoted)
+                                 (test = newstest2014, test1 = newstest2015); exit 2 with one
+                                 line when ROW is not a row
   rows.py list                   name, models and what of each row, aligned (run.sh rows)
 """
 import argparse
@@ -37,30 +38,27 @@ def value(row: Row, field: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="rows.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("names")
+    sub.add_parser("all")
     sub.add_parser("list")
-    for name in ("check", "field", "shell"):
-        p = sub.add_parser(name)
-        p.add_argument("row")
-        if name == "field":
-            p.add_argument("field", choices=FIELDS)
+    p = sub.add_parser("field")
+    p.add_argument("row")
+    p.add_argument("field", choices=FIELDS)
     args = parser.parse_args(argv)
-    if args.command == "names":
-        print("\n".join(r.name for r in TABLE))
-        return 0
     if args.command == "list":
         width = [max(len(r.name) for r in TABLE), max(len(value(r, "models")) for r in TABLE)]
         for r in TABLE:
             print(f"{r.name:<{width[0]}}  {value(r, 'models'):<{width[1]}}  {r.what}")
         return 0
+    if args.command == "all":
+        print("ROW_NAMES=(" + " ".join(shlex.quote(r.name) for r in TABLE) + ")")
+        print("declare -A ROW_FIELDS=(" + " ".join(f"[{shlex.quote(f'{r.name}/{f}')}]={shlex.quote(value(r, f))}"
+                                                   for r in TABLE for f in FIELDS) + ")")
+        return 0
     row = BY_NAME.get(args.row)
     if row is None:
         print(f"unknown row '{args.row}' (known: {' '.join(BY_NAME)})", file=sys.stderr)
         return 2
-    if args.command == "field":
-        print(value(row, args.field))
-    elif args.command == "shell":
-        print(" ".join(f"ROW_{f.upper()}={shlex.quote(value(row, f))}" for f in FIELDS))
+    print(value(row, args.field))
     return 0
 
 

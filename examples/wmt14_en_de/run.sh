@@ -119,8 +119,12 @@ ENSEMBLE="$("${PROTOCOL[@]}" ensemble)"
 # the rows of the table, as data: examples/wmt14_en_de/rows.py (the protocol's rows of
 # Tables 1, 2, 4 and 6, and RNNsearch beside them); fields by name
 ROWS_PY=(python "$HERE/rows.py")
-mapfile -t ROW_NAMES < <("${ROWS_PY[@]}" names)
-row_field() { "${ROWS_PY[@]}" field "$1" "$2" || die "unknown row '$1' (bash $0 rows)"; }  # row_field ROW FIELD
+_rows="$("${ROWS_PY[@]}" all)" || die "rows.py failed"
+eval "$_rows"  # ROW_NAMES, ROW_FIELDS[ROW/FIELD]: read once (run.sh asks for fields hundreds of times)
+row_field() {  # row_field ROW FIELD
+  [[ -n "${ROW_FIELDS[$1/$2]+set}" ]] || die "unknown row '$1' (bash $0 rows)"
+  echo "${ROW_FIELDS[$1/$2]}"
+}
 row_models() { row_field "$1" models; }
 # check_row ROW: stop unless ROW is a row of the table (called before any work: a `die`
 # inside $(...) would only end that subshell)
@@ -461,8 +465,8 @@ table() {
     printf '| row | models | test set | paper ppl | paper BLEU | ppl (newstest2014) | valid ppl (newstest2013) | tokenized BLEU | +unk | sacreBLEU (detok) | paper AER | AER |\n'
     printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
     for row in "${ROW_NAMES[@]}"; do
-      eval "$("${ROWS_PY[@]}" shell "$row")"  # ROW_MODELS, ROW_PAPER_PPL, ... (quoted)
-      models="${ROW_MODELS// /,}" pppl="$ROW_PAPER_PPL" pbleu="$ROW_PAPER_BLEU" paer="$ROW_PAPER_AER" split="$ROW_SPLIT"
+      models="$(row_field "$row" models)" pppl="$(row_field "$row" paper_ppl)" pbleu="$(row_field "$row" paper_bleu)"
+      models="${models// /,}" paer="$(row_field "$row" paper_aer)" split="$(row_field "$row" split)"
       local d="$WORK/rows/$row" ppl="-" vppl="-" aer="-" tok="-" unk="-" sb="-" sb_plain="" sb_unk="" why="" ok=1
       if (( fresh_data )); then
         for m in ${models//,/ }; do
