@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,55 @@ def test_the_code_version_is_the_code_a_step_runs(tmp_path):
                               "/dev/null", str(copy / "scripts" / "data" / "chunk_japanese.py")],
                              capture_output=True, text=True).stdout
     assert "fairseq_luong/data/ja_chunk_grammar.txt (added)" in changed
+
+
+def test_the_code_version_finds_imports_in_every_kind_of_block(tmp_path):
+    """code_version.py reads a file's imports wherever they are: in functions, methods, if/else,
+    try/except/finally, with and match blocks (it walks statements, not every node)."""
+    import runpy
+
+    code_version = runpy.run_path(str(REPO / "examples" / "common" / "code_version.py"), run_name="code_version")
+    modules = [f"analysis.{m}" for m in ("alignment", "bleu_by_length", "forced_attention", "generate_output",
+                                          "plots", "segmentation", "text_files", "training_log")] + ["data.text"]
+    a = [f"import fairseq_luong.{m}" for m in modules]
+    source = textwrap.dedent(f"""\
+        {a[0]}
+        def f():
+            {a[1]}
+        class C:
+            def m(self):
+                if x:
+                    pass
+                else:
+                    {a[2]}
+        try:
+            pass
+        except ImportError:
+            {a[3]}
+        finally:
+            {a[4]}
+        with open("x") as f:
+            for i in ():
+                while y:
+                    {a[5]}
+        match z:
+            case 1:
+                {a[6]}
+        async def g():
+            async with h:
+                {a[7]}
+        lambda: 0
+        x = [i for i in ()]
+        if x:
+            try:
+                pass
+            except* ValueError:
+                {a[8]}
+        """)
+    (tmp_path / "m.py").write_text(source)
+    files = set(code_version["imported"](str(tmp_path / "m.py")))
+    wanted = {str(REPO / "fairseq_luong" / (m.replace(".", "/") + ".py")) for m in modules}
+    assert all(os.path.isfile(f) for f in wanted) and wanted <= files, wanted - files
 
 
 # --------------------------------------------------------------------------- Multi30k
