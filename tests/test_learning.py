@@ -5,7 +5,9 @@ into German, which says the units before the tens ("seventy two" -> "zwei und si
 so a model that does not attend to the right source word cannot translate it. Each test
 trains one family through ``fairseq-train --user-dir`` for a fixed number of updates
 (seed 1, one thread: the same run every time), translates the 200 test sentences with
-``fairseq-generate`` (beam 5) and scores sacreBLEU against the raw German text.
+``fairseq-generate`` (beam 5) and scores sacreBLEU against the raw German text. fairseq's
+commands run in the test's process (tests/helpers.py's ``cli``, fairseq's own way: no
+process start per command); the scripts that make the corpus run as scripts.
 
 The thresholds sit well below what the code reaches and well above what a broken model
 reaches; each case's comment says both (measured on the 2-core machine of the README), and
@@ -16,7 +18,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, USER_DIR, bin_path, run
+from tests.helpers import REPO, USER_DIR, cli, run
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +29,9 @@ def numbers(tmp_path_factory):
     raw = root / "raw"
     run([sys.executable, str(REPO / "scripts" / "data" / "make_number_corpus.py"), "--out", str(raw),
          "--train", "10000", "--valid", "50", "--test", "200", "--seed", "7", "--phrases"])
-    run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--joined-dictionary",
-         "--trainpref", str(raw / "train"), "--validpref", str(raw / "valid"),
-         "--testpref", str(raw / "test"), "--destdir", str(root / "bin"), "--workers", "1"])
+    cli("preprocess", ["-s", "en", "-t", "de", "--joined-dictionary", "--trainpref", str(raw / "train"),
+                       "--validpref", str(raw / "valid"), "--testpref", str(raw / "test"),
+                       "--destdir", str(root / "bin"), "--workers", "1"])
     run([sys.executable, str(REPO / "scripts" / "data" / "project_chunks.py"),
          "--pieces", str(raw / "train.de"), str(raw / "valid.de"),
          "--chunks", str(raw / "train.de.phrases"), str(raw / "valid.de.phrases"),
@@ -64,18 +66,17 @@ def train_and_translate(root, name, options, updates, generate=(), translations=
     import sacrebleu
 
     save = root / name
-    run([bin_path("fairseq-train"), str(root / "bin"), "--user-dir", USER_DIR, *options,
-         "--max-update", str(updates), "--seed", "1", "--save-dir", str(save),
-         "--no-epoch-checkpoints", "--disable-validation", "--log-format", "simple"])
+    cli("train", [str(root / "bin"), "--user-dir", USER_DIR, *options, "--max-update", str(updates), "--seed", "1",
+                  "--save-dir", str(save), "--no-epoch-checkpoints", "--disable-validation", "--log-format", "simple"])
     with open(root / "raw" / "test.de", encoding="utf-8") as f:
         refs = [line.rstrip("\n") for line in f]
     with open(root / "raw" / "test.en", encoding="utf-8") as f:
         sources = [line.split() for line in f]
     runs = []
     for k in range(translations):
-        out = run([bin_path("fairseq-generate"), str(root / "bin"), "--user-dir", USER_DIR,
-                   "--path", str(save / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "5",
-                   "--batch-size", "200", *(["--print-alignment"] if align else []), *generate]).stdout
+        out = cli("generate", [str(root / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
+                               "--gen-subset", "test", "--beam", "5", "--batch-size", "200",
+                               *(["--print-alignment"] if align else []), *generate]).stdout
         (save / f"generate{k}.out").write_text(out, encoding="utf-8")
         hyps = {}
         for line in out.splitlines():
