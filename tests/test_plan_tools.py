@@ -29,8 +29,13 @@ def built_on_the_cpu(args, src_vocab, tgt_vocab, tmp_path):
 
 def test_count_parameters_counts_what_fairseq_train_builds(tmp_path):
     """On the meta device, as many parameters as the model built in memory, whatever the
-    precision and GPU count of the command line; each vocabulary and eq. 6's bias count."""
+    precision and GPU count of the command line; each vocabulary and eq. 6's bias count. It
+    silences fairseq's INFO lines for the call only (a training after it in the same process
+    logged nothing when it did not)."""
+    import logging
+
     counts = pt.count_parameters({"plain": TINY, "gpus": TINY + " --fp16 --distributed-world-size 2"}, 20, 30)
+    assert logging.root.manager.disable == logging.NOTSET
     assert counts["plain"] == counts["gpus"] == built_on_the_cpu(TINY, 20, 30, tmp_path)
     more = pt.count_parameters({"m": TINY, "eq6": TINY + " --no-output-bias"}, 20, 40)
     # 10 more target words: their embedding (8), output row (8) and output bias each; eq. 6 has no bias

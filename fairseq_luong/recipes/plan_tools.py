@@ -28,7 +28,15 @@ def count_parameters(models, src_vocab, tgt_vocab, joined=False, src="en", tgt="
     entries (fairseq's 4 special symbols included)."""
     import logging
 
-    logging.disable(logging.INFO)  # fairseq's INFO lines would bury the plan
+    silenced = logging.root.manager.disable
+    logging.disable(logging.INFO)  # fairseq's INFO lines would bury the plan (for this call only)
+    try:
+        return _count_parameters(models, src_vocab, tgt_vocab, joined, src, tgt, task)
+    finally:
+        logging.disable(silenced)
+
+
+def _count_parameters(models, src_vocab, tgt_vocab, joined, src, tgt, task):
     import torch
     from fairseq import options, tasks
     from fairseq.data import Dictionary
