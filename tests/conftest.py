@@ -83,14 +83,14 @@ def one_thread():
 @pytest.fixture(scope="session")
 def data_bin(tmp_path_factory):
     """The synthetic number corpus (400/40/12 pairs), raw/ and binarized bin/ (joined dictionary)."""
-    from tests.helpers import REPO, bin_path, run
+    from tests.helpers import REPO, cli, run
 
     root = tmp_path_factory.mktemp("numbers")
     run([sys.executable, str(REPO / "scripts" / "data" / "make_number_corpus.py"), "--out", str(root / "raw"),
          "--train", "400", "--valid", "40", "--test", "12", "--seed", "3"])
-    run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(root / "raw/train"),
-         "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),
-         "--destdir", str(root / "bin"), "--joined-dictionary", "--workers", "1"])
+    cli("preprocess", ["-s", "en", "-t", "de", "--trainpref", str(root / "raw/train"),
+                       "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),
+                       "--destdir", str(root / "bin"), "--joined-dictionary", "--workers", "1"])
     return root
 
 
