@@ -83,7 +83,7 @@ key_of() { printf '%q ' "$@"; }
 # The rule is fairseq_luong/recipes/freshness.py (its docstring says it whole, its tests
 # run in milliseconds); these functions are its command line, KEY passed on stdin. It needs
 # the standard library only: -S skips site-packages at start-up (a recipe runs it hundreds
-# of times: 38 ms a call instead of 57, measured on the 2-core machine of the README)
+# of times: 38 ms a call instead of 57, measured beside two trainings on the 2-core machine)
 FRESHNESS=(python -S "$REPO/fairseq_luong/recipes/freshness.py")
 
 # stamp OUT KEY [PATH...]: record that OUT was made from KEY, and what it is (the paths it
