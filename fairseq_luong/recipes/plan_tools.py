@@ -22,7 +22,7 @@ def gpus():
     return torch.cuda.device_count(), [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 
 
-def count_parameters(models, src_vocab, tgt_vocab, joined=False, src="en", tgt="de", task="translation"):
+def count_parameters(models, src_vocab, tgt_vocab, src="en", tgt="de", task="translation"):
     """{name: parameters} of models given as {name: fairseq-train options (a shell-quoted
     string)}, built as fairseq-train builds them, with dictionaries of src_vocab / tgt_vocab
     entries (fairseq's 4 special symbols included)."""
@@ -31,12 +31,12 @@ def count_parameters(models, src_vocab, tgt_vocab, joined=False, src="en", tgt="
     silenced = logging.root.manager.disable
     logging.disable(logging.INFO)  # fairseq's INFO lines would bury the plan (for this call only)
     try:
-        return _count_parameters(models, src_vocab, tgt_vocab, joined, src, tgt, task)
+        return _count_parameters(models, src_vocab, tgt_vocab, src, tgt, task)
     finally:
         logging.disable(silenced)
 
 
-def _count_parameters(models, src_vocab, tgt_vocab, joined, src, tgt, task):
+def _count_parameters(models, src_vocab, tgt_vocab, src, tgt, task):
     import torch
     from fairseq import options, tasks
     from fairseq.data import Dictionary
