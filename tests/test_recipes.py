@@ -146,6 +146,24 @@ def test_the_code_version_is_the_code_a_step_runs(tmp_path):
     assert "fairseq_luong/data/ja_chunk_grammar.txt (added)" in changed
 
 
+def test_the_shared_code_versions_come_from_one_process(tmp_path):
+    """warm_code_versions (every recipe's start): the four shared steps' versions from one
+    code_version.py process (`hashes`), each what code_version computes alone, then served by
+    the shell with python failing; `hashes` reads key_of's quoting (a path with a space)."""
+    out = shell("""versions() { code_train; code_generate; code_score; code_version average "${CODE_AVERAGE[@]}"; }
+        mapfile -t alone < <(versions); _CODE_VERSIONS=(); warm_code_versions; echo "${#_CODE_VERSIONS[@]} warm"
+        python() { return 1; }
+        mapfile -t warm < <(versions)
+        unset -f python; [[ "${alone[*]}" == "${warm[*]}" ]] && echo same; printf '%s\\n' "${warm[@]}"
+        mkdir -p 'a b'; echo 'import os' > 'a b/x.py'; cv="$REPO/examples/common/code_version.py"
+        [[ "$(key_of "$PWD/a b/x.py" --dist sacrebleu | python "$cv" hashes)" == \\
+           "$(python "$cv" hash "$PWD/a b/x.py" --dist sacrebleu)" ]] && echo quoted""", tmp_path)
+    lines = out.splitlines()
+    assert lines[:2] == ["4 warm", "same"] and lines[-1] == "quoted", out
+    assert [line.split()[:2] for line in lines[2:6]] == [["code", n] for n in ("train", "generate", "score", "average")]
+    assert len({line.split()[2] for line in lines[2:6]}) == 4
+
+
 def test_the_code_version_finds_imports_in_every_kind_of_block(tmp_path):
     """code_version.py reads a file's imports wherever they are: in functions, methods, if/else,
     try/except/finally, with and match blocks (it walks statements, not every node)."""

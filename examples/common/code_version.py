@@ -7,6 +7,10 @@
         fairseq's --user-dir runs: its __init__ and the PLUGIN_MODULES it names, imported
         once fairseq is); with --manifest, one
         "sha1 path" line per file into FILE
+  hashes
+        one version per line of stdin, each line the arguments of ``hash`` (ROOT...
+        [--dist NAME...]) quoted for the shell: several versions in one process (a recipe
+        computes its shared steps' versions at its start)
   diff MANIFEST ROOT... [--dist NAME...]
         the files that differ between MANIFEST and the code ROOTs run now, one a line
 
@@ -22,8 +26,10 @@ path inside the checkout, so a move is a change.
 """
 import argparse
 import ast
+import functools
 import hashlib
 import os
+import shlex
 import sys
 from importlib import metadata
 
@@ -70,6 +76,7 @@ def statements(tree):
             todo.extend(getattr(node, field, None) or ())
 
 
+@functools.lru_cache(maxsize=None)  # one process reads each file once, however many versions it makes
 def imported(path):
     """The checkout's files that the imports in ``path`` run."""
     with open(path, encoding="utf-8") as f:
@@ -154,6 +161,11 @@ def manifest(roots, dists):
     return lines
 
 
+def version(lines):
+    """The 12 hex digits of a manifest."""
+    return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
@@ -163,14 +175,20 @@ def main(argv=None):
     p.add_argument("roots", nargs="*")
     p.add_argument("--dist", nargs="*", default=[], help="installed distributions whose version counts")
     p.add_argument("--manifest", help="also write the files and their hashes here")
+    sub.add_parser("hashes", help="one version per stdin line of `hash` arguments (shell-quoted)")
     p = sub.add_parser("diff", help="what changed since MANIFEST")
     p.add_argument("manifest")
     p.add_argument("roots", nargs="*")
     p.add_argument("--dist", nargs="*", default=[])
     args = parser.parse_args(argv)
+    if args.command == "hashes":
+        for line in sys.stdin:
+            group = parser.parse_args(["hash", *shlex.split(line)])
+            print(version(manifest(group.roots, group.dist)))
+        return
     lines = manifest(args.roots, args.dist)
     if args.command == "hash":
-        print(hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12])
+        print(version(lines))
         if args.manifest:
             with open(args.manifest, "w", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")

@@ -128,15 +128,25 @@ code_version() {
     || die "code_version.py failed for $name"
   echo "code $name ${_CODE_VERSIONS[$k]}"
 }
-# The code of the steps every recipe shares
+# The code of the steps every recipe shares (code_version's arguments)
 FAIRSEQ_DISTS=(--dist ve-fairseq fairseq torch)
-code_train() { code_version train "$REPO/fairseq_luong" "${FAIRSEQ_DISTS[@]}"; }
-code_generate() { code_version generate "$REPO/fairseq_luong" "$TOOLS" "${FAIRSEQ_DISTS[@]}"; }
-code_score() { code_version score --dist sacrebleu; }
-# warm_code_versions: compute the shared code versions once, in this shell (keys are
-# mostly computed inside $(...), where the cache would be lost)
-warm_code_versions() { code_train > /dev/null; code_generate > /dev/null; code_score > /dev/null
-  code_version average "$REPO/scripts/train/average_checkpoints.py" > /dev/null; }
+CODE_TRAIN=("$REPO/fairseq_luong" "${FAIRSEQ_DISTS[@]}")
+CODE_GENERATE=("$REPO/fairseq_luong" "$TOOLS" "${FAIRSEQ_DISTS[@]}")
+CODE_SCORE=(--dist sacrebleu)
+CODE_AVERAGE=("$REPO/scripts/train/average_checkpoints.py")
+code_train() { code_version train "${CODE_TRAIN[@]}"; }
+code_generate() { code_version generate "${CODE_GENERATE[@]}"; }
+code_score() { code_version score "${CODE_SCORE[@]}"; }
+# warm_code_versions: the shared code versions, computed once in this shell (keys are mostly
+# computed inside $(...), where the cache would be lost), all four in one code_version.py process
+warm_code_versions() {
+  local keys=() hashes=() i
+  keys=("$(key_of "${CODE_TRAIN[@]}")" "$(key_of "${CODE_GENERATE[@]}")" "$(key_of "${CODE_SCORE[@]}")"
+        "$(key_of "${CODE_AVERAGE[@]}")")
+  mapfile -t hashes < <(printf '%s\n' "${keys[@]}" | python "$REPO/examples/common/code_version.py" hashes)
+  (( ${#hashes[@]} == ${#keys[@]} )) || die "code_version.py failed for the shared steps"
+  for i in "${!keys[@]}"; do _CODE_VERSIONS[${keys[i]}]="${hashes[i]}"; done
+}
 
 # same_or_refuse FILE KEY WHAT [HOW]: FILE holds KEY (or is new: then it gets it);
 # another key stops with the options that differ shown, and HOW to go on
@@ -225,7 +235,7 @@ train_system() {
 # average_key NAME N: the key of WORK/systems/NAME/model.pt
 average_key() {
   printf '%s average %s final\n%s' "$(ident "$WORK/systems/$1/trained")" "$2" \
-    "$(code_version average "$REPO/scripts/train/average_checkpoints.py")"
+    "$(code_version average "${CODE_AVERAGE[@]}")"
 }
 
 # average_last NAME N: WORK/systems/NAME/model.pt = the average of the last N saved
