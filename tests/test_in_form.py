@@ -208,10 +208,11 @@ def test_plan_uses_the_minutes_the_study_measured(tmp_path):
     assert "2 of 34 measured" in out.splitlines()[-1]
 
 
-def _log_line(epoch, ppl, lr, updates):
+def _log_line(epoch, ppl, lr, updates, train_ppl=None):
     """A fairseq-train log's two lines at the end of an epoch: its training and validation statistics."""
     loss = f"{__import__('math').log2(ppl):.3f}"
-    return (f"2026-11-27 06:00:00 | INFO | train | epoch {epoch:03d} | loss {loss} | ppl {ppl} | lr {lr} | "
+    train_ppl = ppl if train_ppl is None else train_ppl
+    return (f"2026-11-27 06:00:00 | INFO | train | epoch {epoch:03d} | loss {loss} | ppl {train_ppl} | lr {lr} | "
             f"num_updates {updates} | wall {updates}\n"
             f"2026-11-27 06:00:01 | INFO | valid | epoch {epoch:03d} | valid on 'valid' subset | loss {loss} | "
             f"nll_loss {loss} | ppl {ppl} | num_updates {updates}\n")
@@ -262,3 +263,34 @@ def test_report_has_every_table_and_says_what_is_missing(work):
     assert "| m30k_localp_general_feed seed 1 | " in report
     assert "`bash examples/luong2015_in_form/run.sh one kftt_global_location_feed 1` |" in report
     assert "`bash examples/luong2015_in_form/run.sh one perspe_spe_perspe 1` |" in report
+
+
+def test_a_kftt_row_trained_at_another_size_is_reported_beside_the_studys_own(tmp_path):
+    """results/sizes/H holds a KFTT row trained again at H units: the report gives a row per
+    size (its training and validation perplexity and their gap), their curves, and the reason
+    Table 6 is not testable names the BLEU of both sizes."""
+    study, _ = load_runner()
+    name = "kftt_global_location_feed"
+
+    def publish(root, size, ppls, bleu):
+        d = root / "systems" / f"{name}.s1"
+        d.mkdir(parents=True)
+        d.joinpath("train.log").write_text("".join(_log_line(e + 1, valid, 0.001, 10 * (e + 1), train)
+                                                   for e, (train, valid) in enumerate(ppls)))
+        d.joinpath("test.bleu.json").write_text(json.dumps({"score": bleu}))
+        d.joinpath("test_ppl.json").write_text(json.dumps({"ppl": 2 * ppls[-1][1]}))
+        d.joinpath("result.json").write_text(json.dumps({"commit": "c" * 40, "study": {"size": str(size)}}))
+
+    results = study.Study(str(tmp_path), "")
+    lines = []
+    study.kftt_sizes(results, lines.append, str(tmp_path / "figures"))
+    assert lines == []  # no other size: no section
+    publish(tmp_path, 0, [(100.0, 120.0), (40.0, 80.0), (20.0, 60.0)], 2.51)
+    publish(tmp_path / "sizes" / "128", 128, [(150.0, 160.0), (90.0, 110.0), (70.0, 105.0)], 1.2)
+    study.kftt_sizes(results, lines.append, str(tmp_path / "figures"))
+    rows = [line for line in lines if line.startswith(f"| {name} seed 1 |")]
+    assert [r.split(" | ")[1:8] for r in rows] == [
+        ["2 x 128", "c" * 10, "3", "70.00", "105.00", "1.5x", "210.00"],
+        ["2 x 256", "c" * 10, "3", "20.00", "60.00", "3.0x", "120.00"]]
+    assert (tmp_path / "figures" / "kftt_sizes.png").stat().st_size > 0
+    assert study.untestable(results, [name]) == f"{name} reaches 2.51 BLEU at 2 x 256 (1.20 at 2 x 128)"

@@ -673,6 +673,7 @@ def cmd_report(args):
     table4(study, w, verdicts)
     table6(study, w, verdicts)
     figure2(study, w, verdicts, fig_dir)
+    kftt_sizes(study, w, fig_dir)
     perspe(study, w, verdicts)
     converged(study, w)
     curves(study, w, fig_dir)
@@ -909,7 +910,9 @@ def untestable(study: Study, names: Sequence[str], aer_rows: Optional[dict] = No
     for name in names:
         b = study.bleu(name, 1)
         if b is not None and b < KFTT_MIN_BLEU:
-            reasons.append(f"{name} reaches {b:.2f} BLEU")
+            at = [f"{o.bleu(name, 1):.2f} at 2 x {h}" for h, o in other_sizes(study) if o.bleu(name, 1) is not None]
+            reasons.append(f"{name} reaches {b:.2f} BLEU" + (f" at 2 x {trained_size(study, name, 1)} ("
+                                                             f"{', '.join(at)})" if at else ""))
         row = (aer_rows or {}).get((name, "paper"))
         if row is not None and diag is not None and aer_of(row) >= aer_of(diag):
             reasons.append(f"{name} aligns at {aer_of(row):.3f} AER, not below the diagonal's {aer_of(diag):.3f}")
@@ -979,6 +982,85 @@ def figure2(study: Study, w, verdicts, fig_dir):
                          "RNNencdec drops past ~20 words, RNNsearch-50 flat",
                          f"long - short: encdec {drops['RNNencdec (luong_base)']:+.2f}, RNNsearch "
                          f"{drops['RNNsearch']:+.2f} (p {p:.3f})", v))
+    w("")
+
+
+# KFTT rows trained again at another size (`run.sh --size H --results DIR one NAME SEED` from
+# the study's commit), published into results/sizes/H: what shows a KFTT model out of reach of
+# KFTT_MIN_BLEU at more than one size
+OTHER_SIZES = "sizes"
+
+
+def other_sizes(study: Study) -> List[Tuple[int, Study]]:
+    """(H, its results) of each size in results/sizes/H, smallest first."""
+    d = study.path(OTHER_SIZES)
+    if not os.path.isdir(d):
+        return []
+    return [(int(h), Study(os.path.join(d, h), study.gold)) for h in sorted(os.listdir(d), key=lambda h: (len(h), h))
+            if h.isdigit()]
+
+
+def trained_size(study: Study, name: str, seed: int) -> int:
+    """The units of every layer of a published training (its --size; 0: the study's SIZES)."""
+    size = int(((load_json(os.path.join(study.system_dir(name, seed), "result.json")) or {}).get("study") or {})
+               .get("size", 0))
+    return size or SIZES[name.split("_", 1)[0]]
+
+
+def train_curve(log_path: str) -> Tuple[List[float], List[float]]:
+    """(epochs, training ppl) of a fairseq-train log: the loss of each epoch's updates, dropout on."""
+    from fairseq_luong.analysis.training_log import read_training_log
+
+    if not os.path.exists(log_path):
+        return [], []
+    by_epoch = {r.epoch: r.stats["ppl"] for r in read_training_log(log_path).train if "ppl" in r.stats}
+    return sorted(by_epoch), [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def kftt_sizes(study: Study, w, fig_dir):
+    """The KFTT rows trained at more than one size: scores, AER and the gap between training
+    and validation perplexity, with their curves."""
+    from fairseq_luong.analysis.plots import plot_panels
+
+    others = other_sizes(study)
+    names = sorted({(n.rsplit(".s", 1)[0], int(n.rsplit(".s", 1)[1])) for _, s in others
+                    if os.path.isdir(s.path("systems")) for n in os.listdir(s.path("systems"))})
+    if not names:
+        return
+    w("## KFTT at more than one size")
+    w("")
+    w("The same training at other sizes: only the units of every layer differ (`run.sh --size H one "
+      "SYSTEM SEED`, the study's commit and schedule; published into `results/sizes/H`). Training ppl: the "
+      "last epoch's training loss (dropout on); the gap is the best validation perplexity over it.")
+    w("")
+    w("| training | size | commit | epochs | training ppl | best valid ppl | gap | test ppl | test BLEU | "
+      "AER (footnote 14) | minutes |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    series = []
+    gold = study.gold
+    for name, seed in names:
+        for h, s in sorted([(trained_size(study, name, seed), study)] + others, key=lambda x: x[0]):
+            log = os.path.join(s.system_dir(name, seed), "train.log")
+            c = convergence(log)
+            if c is None:
+                continue
+            result = load_json(os.path.join(s.system_dir(name, seed), "result.json")) or {}
+            te, tp = train_curve(log)
+            ve, vp = valid_curve(log)
+            aer_path = s.path("eval", "aer", f"{name}.paper.align")
+            aer = None
+            if seed == 1 and os.path.exists(aer_path) and gold:
+                aer = aer_of(aer_sentences(os.path.join(gold, "jaen.gold"), aer_path, os.path.join(gold, "jaen.ja"),
+                                           os.path.join(gold, "jaen.en")))
+            gap = c.best_ppl / tp[-1] if tp and c.best_ppl else None
+            w(f"| {name} seed {seed} | 2 x {h} | {result.get('commit', '?')[:10]} | {c.epochs} | "
+              f"{fmt(tp[-1] if tp else None)} | {fmt(c.best_ppl)} | {fmt(gap, '.1f')}x | {fmt(s.ppl(name, seed))} | "
+              f"{fmt(s.bleu(name, seed))} | {fmt(aer, '.3f')} | {fmt(training_minutes(log), '.1f')} |")
+            label = f"2 x {h}" if len(names) == 1 else f"{name}.s{seed} 2 x {h}"
+            series += [(f"{label} valid", ve, vp), (f"{label} training", te, tp)]
+    w("")
+    png = plot_panels([("epoch", "ppl, KFTT Ja-En", series, True)], os.path.join(fig_dir, "kftt_sizes.png"))
+    w(f"![KFTT at more than one size]({rel(png, os.path.dirname(fig_dir))})")
     w("")
 
 
