@@ -52,3 +52,36 @@ def test_beam_search_with_a_model_twice_equals_the_model():
         for x, y in zip(alone, twice):
             assert [h["tokens"].tolist() for h in x] == [h["tokens"].tolist() for h in y]
             assert torch.allclose(x[0]["positional_scores"], y[0]["positional_scores"], atol=1e-5)
+
+
+def test_benchmark_ensemble_prints_each_member_and_both_ensembles(diagonal_model, tmp_path, capsys):
+    """scripts/bench/benchmark_ensemble.py end to end on a checkpoint given twice: a row per
+    member and per ensemble, every row the member's translation (an ensemble of one model
+    twice is that model); a reference of another length is refused in one line."""
+    import importlib.util
+    import shutil
+
+    import pytest
+
+    from tests.helpers import REPO
+
+    spec = importlib.util.spec_from_file_location("benchmark_ensemble",
+                                                  REPO / "scripts" / "bench" / "benchmark_ensemble.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    paths = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        paths.append(str(shutil.copy(diagonal_model / "crafted.pt", tmp_path / name / "model.pt")))
+    reference = diagonal_model / "raw" / "test.de"
+    args = [str(diagonal_model / "bin"), "--dataset-impl", "raw", "--path", ":".join(paths), "--beam", "2",
+            "--max-len-b", "8"]
+    bench.main(args + ["--reference", str(reference)])
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    assert [r[0].lstrip("| ") for r in rows] == ["first", "second", "ensemble: mean of probabilities (fairseq)",
+                                                 "ensemble: mean of scores before the softmax (paper)"]
+    assert {r[1] for r in rows} == {rows[0][1]} and [r[2:4] for r in rows] == [["+0.00", "0"]] * 4
+    short = tmp_path / "short.de"
+    short.write_text("one line\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=f"^error: {short} has 1 lines but subset 'test' has 6 sentences$"):
+        bench.main(args + ["--reference", str(short)])

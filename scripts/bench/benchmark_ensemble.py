@@ -51,6 +51,8 @@ def main(argv=None):
     parser.add_argument("-t", "--target-lang", default=None)
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-len-a", type=float, default=0, help="as fairseq-generate's: at most a x source + b")
+    parser.add_argument("--max-len-b", type=int, default=200, help="as fairseq-generate's")
     parser.add_argument("--post-process", default=None, help="as fairseq's (sentencepiece, subword_nmt, ...)")
     parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer")
     parser.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
@@ -84,7 +86,8 @@ def main(argv=None):
                          f"has {len(task.dataset(args.subset))} sentences")
 
     def generator(ensemble):
-        return SequenceGenerator(ensemble, task.target_dictionary, beam_size=args.beam)
+        return SequenceGenerator(ensemble, task.target_dictionary, beam_size=args.beam, max_len_a=args.max_len_a,
+                                 max_len_b=args.max_len_b)
 
     systems = [(os.path.basename(os.path.dirname(os.path.abspath(p))) or p, EnsembleModel([m]))
                for p, m in zip(paths, models)]
