@@ -32,6 +32,12 @@ def register():
     if _state["registered"]:
         return
     _state["registered"] = True
+    # what they import configures the root logger too: fairseq.tasks.text_to_speech, and the
+    # fairseq_cli modules that patches change
+    keeping_root_logger(_import_and_apply)
+
+
+def _import_and_apply():
     patches, *_ = [importlib.import_module(f"{__name__}.{name}") for name in PLUGIN_MODULES]
     patches.apply_all()
 
@@ -43,6 +49,28 @@ def _register_when_ready():
     if _state["fairseq"] and not _state["loading"] and not _state["registered"]:
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Watch)]
         register()
+
+
+def keeping_root_logger(run, *args):
+    """``run(*args)`` with ``logging.basicConfig`` doing nothing, and the root logger's level and
+    handlers as they were before it afterwards. Importing fairseq configures the root logger
+    (ve-fairseq's ``models/wav2vec/wav2vec2_classification.py`` calls
+    ``logging.basicConfig(level=DEBUG)``, ``tasks/text_to_speech.py`` logs at INFO through its
+    own), so that every library's debug records would print in a Python session. fairseq's
+    command-line tools import fairseq before the plugin and set their own logging; this
+    applies where the plugin imports fairseq first."""
+    import logging
+
+    root = logging.getLogger()
+    level, handlers, basic_config = root.level, list(root.handlers), logging.basicConfig
+    logging.basicConfig = lambda *a, **k: None
+    try:
+        return run(*args)
+    finally:
+        logging.basicConfig = basic_config
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
 
 
 class _Loader(importlib.abc.Loader):
@@ -59,7 +87,7 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module):
         if self.is_fairseq:
-            self.loader.exec_module(module)
+            keeping_root_logger(self.loader.exec_module, module)
             _state["fairseq"] = True
         else:
             _state["loading"] += 1

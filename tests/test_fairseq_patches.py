@@ -94,8 +94,11 @@ def test_package_top_shows_only_extension_points_and_the_patches():
 def test_readers_load_neither_fairseq_nor_torch_and_fairseq_imported_later_finds_the_plugin(first):
     """Tools that read text, fairseq-generate output or train logs import no fairseq, no
     torch and no patch; when such a process imports fairseq afterwards (or fairseq's
-    --user-dir finds the package already imported), the plugin is registered all the same."""
+    --user-dir finds the package already imported), the plugin is registered all the same,
+    and the root logger is as it was (fairseq's modules call logging.basicConfig at import:
+    at DEBUG, every library's debug records would print)."""
     code = """
+import logging
 import sys
 import fairseq_luong.data.text, fairseq_luong.analysis.generate_output, fairseq_luong.analysis.training_log
 import fairseq_luong.errors, fairseq_luong.protocols.luong2015
@@ -111,11 +114,13 @@ from fairseq.tasks import TASK_REGISTRY
 utils.import_user_module(argparse.Namespace(user_dir=sys.argv[1]))
 print("luong_localp" in ARCH_MODEL_REGISTRY, "fused_label_smoothed_cross_entropy" in CRITERION_REGISTRY,
       "translation_chunks" in TASK_REGISTRY, hasattr(sys.excepthook, "__wrapped__"))
+print(logging.getLogger().level, logging.getLogger().handlers)
 """
     proc = subprocess.run([sys.executable, "-c", code, str(Path(fairseq_luong.__file__).parent), first],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split("\n")[:2] == ["[]", "True True True True"], proc.stdout
+    assert proc.stdout.split("\n")[:3] == ["[]", "True True True True", "30 []"], proc.stdout
+    assert proc.stderr == ""
 
 
 @pytest.mark.parametrize("how", ["python -m", "path", "console script"])
