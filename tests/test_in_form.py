@@ -289,8 +289,8 @@ def test_a_kftt_row_trained_at_another_size_is_reported_beside_the_studys_own(tm
     publish(tmp_path / "sizes" / "128", 128, [(150.0, 160.0), (90.0, 110.0), (70.0, 105.0)], 1.2)
     study.kftt_sizes(results, lines.append, str(tmp_path / "figures"))
     rows = [line for line in lines if line.startswith(f"| {name} seed 1 |")]
-    assert [r.split(" | ")[1:8] for r in rows] == [
-        ["2 x 128", "c" * 10, "3", "70.00", "105.00", "1.5x", "210.00"],
-        ["2 x 256", "c" * 10, "3", "20.00", "60.00", "3.0x", "120.00"]]
+    assert [r.split(" | ")[1:9] for r in rows] == [
+        ["2 x 128", "c" * 10, "3", "+34.38 %", "70.00", "105.00", "1.5x", "210.00"],
+        ["2 x 256", "c" * 10, "3", "+50.00 %", "20.00", "60.00", "3.0x", "120.00"]]
     assert (tmp_path / "figures" / "kftt_sizes.png").stat().st_size > 0
     assert study.untestable(results, [name]) == f"{name} reaches 2.51 BLEU at 2 x 256 (1.20 at 2 x 128)"

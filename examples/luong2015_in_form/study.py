@@ -1030,12 +1030,13 @@ def kftt_sizes(study: Study, w, fig_dir):
     w("## KFTT at more than one size")
     w("")
     w("The same training at other sizes: only the units of every layer differ (`run.sh --size H one "
-      "SYSTEM SEED`, the study's commit and schedule; published into `results/sizes/H`). Training ppl: the "
-      "last epoch's training loss (dropout on); the gap is the best validation perplexity over it.")
+      "SYSTEM SEED`, the study's commit and schedule; published into `results/sizes/H`). Last two epochs: "
+      "the fall of validation perplexity, as in the convergence table. Training ppl: the last epoch's "
+      "training loss (dropout on); the gap is the best validation perplexity over it.")
     w("")
-    w("| training | size | commit | epochs | training ppl | best valid ppl | gap | test ppl | test BLEU | "
-      "AER (footnote 14) | minutes |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    w("| training | size | commit | epochs | last two epochs | training ppl | best valid ppl | gap | test ppl | "
+      "test BLEU | AER (footnote 14) | minutes |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
     series = []
     gold = study.gold
     for name, seed in names:
@@ -1054,7 +1055,8 @@ def kftt_sizes(study: Study, w, fig_dir):
                                            os.path.join(gold, "jaen.en")))
             gap = c.best_ppl / tp[-1] if tp and c.best_ppl else None
             w(f"| {name} seed {seed} | 2 x {h} | {result.get('commit', '?')[:10]} | {c.epochs} | "
-              f"{fmt(tp[-1] if tp else None)} | {fmt(c.best_ppl)} | {fmt(gap, '.1f')}x | {fmt(s.ppl(name, seed))} | "
+              f"{fmt(c.last_two, '+.2f')} % | {fmt(tp[-1] if tp else None)} | {fmt(c.best_ppl)} | "
+              f"{fmt(gap, '.1f')}x | {fmt(s.ppl(name, seed))} | "
               f"{fmt(s.bleu(name, seed))} | {fmt(aer, '.3f')} | {fmt(training_minutes(log), '.1f')} |")
             label = f"2 x {h}" if len(names) == 1 else f"{name}.s{seed} 2 x {h}"
             series += [(f"{label} valid", ve, vp), (f"{label} training", te, tp)]
