@@ -61,6 +61,21 @@ def test_epochs_are_ticked_as_whole_numbers(tmp_path, monkeypatch):
     assert not all(float(t).is_integer() for t in ticks[1])
 
 
+def test_a_series_may_carry_its_own_line_style(tmp_path, monkeypatch):
+    """(name, xs, ys, keywords): the keywords reach matplotlib (one colour per size, training
+    dashed, in the in-form report's KFTT sizes figure); a plain series keeps the defaults."""
+    from fairseq_luong.analysis import plots
+
+    lines = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: lines.extend(fig.axes[0].get_lines()))
+    plots.plot_panels([("epoch", "ppl", [("valid", [1, 2], [3.0, 2.0], {"color": "C3"}),
+                                         ("training", [1, 2], [2.0, 1.0], {"color": "C3", "linestyle": "--"}),
+                                         ("plain", [1, 2], [1.0, 0.5])], True)], str(tmp_path / "a.png"))
+    assert [(x.get_label(), x.get_color(), x.get_linestyle()) for x in lines[:2]] == [
+        ("valid", "C3", "-"), ("training", "C3", "--")]
+    assert (lines[2].get_label(), lines[2].get_linestyle(), lines[2].get_marker()) == ("plain", "-", "o")
+
+
 def test_wall_clock_of_validations(tmp_path, capsys):
     """Validation lines carry no wall clock: interpolated in updates between the train lines
     around them (from 0 s at update 0), extrapolated past the last at the last two's rate."""

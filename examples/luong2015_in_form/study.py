@@ -1059,7 +1059,9 @@ def kftt_sizes(study: Study, w, fig_dir):
               f"{fmt(gap, '.1f')}x | {fmt(s.ppl(name, seed))} | "
               f"{fmt(s.bleu(name, seed))} | {fmt(aer, '.3f')} | {fmt(training_minutes(log), '.1f')} |")
             label = f"2 x {h}" if len(names) == 1 else f"{name}.s{seed} 2 x {h}"
-            series += [(f"{label} valid", ve, vp), (f"{label} training", te, tp)]
+            colour = f"C{len(series) // 2}"  # a size's two curves in one colour, training dashed
+            series += [(f"{label} valid", ve, vp, {"color": colour}),
+                       (f"{label} training", te, tp, {"color": colour, "linestyle": "--"})]
     w("")
     png = plot_panels([("epoch", "ppl, KFTT Ja-En", series, True)], os.path.join(fig_dir, "kftt_sizes.png"))
     w(f"![KFTT at more than one size]({rel(png, os.path.dirname(fig_dir))})")

@@ -37,16 +37,17 @@ def _dress(ax, xlabel: str, ylabel: str, log_y: bool = False) -> None:
     ax.legend()
 
 
-Series = Sequence[Tuple[str, List[float], List[float]]]  # (name, xs, ys) per line
+Series = Sequence[Tuple]  # (name, xs, ys) per line, or (name, xs, ys, matplotlib's plot keywords)
 
 
 def plot_panels(panels: Sequence[Tuple[str, str, Series, bool]], path: str, title: str = "") -> str:
     """Side by side, one panel per (xlabel, ylabel, series, log_y): a line per series."""
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
     for ax, (xlabel, ylabel, lines, log_y) in zip(axes[0], panels):
-        for name, xs, ys in lines:
-            ax.plot(xs, ys, marker="o" if len(xs) <= 30 else None, markersize=3, label=name)
-        if all(float(x).is_integer() for _, xs, _ in lines for x in xs):  # epochs, updates: no 2.5
+        for name, xs, ys, *style in lines:
+            ax.plot(xs, ys, **{"marker": "o" if len(xs) <= 30 else None, "markersize": 3, "label": name,
+                               **(style[0] if style else {})})
+        if all(float(x).is_integer() for _, xs, *_ in lines for x in xs):  # epochs, updates: no 2.5
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         _dress(ax, xlabel, ylabel, log_y)
     if title:
