@@ -252,7 +252,7 @@ def test_report_has_every_table_and_says_what_is_missing(work):
     report = (work / "results" / "report.md").read_text("utf-8")
     for heading in ("## Verdicts", "## Table 1 in form", "## Table 4 in form", "## Table 6 in form",
                     "## Bahdanau et al. (2014) Figure 2 in form", "## perSPE in form", "## Convergence",
-                    "## Learning curves", "## The trainings and how to remake each"):
+                    "## The study's targets", "## Learning curves", "## The trainings and how to remake each"):
         assert heading in report, heading
     assert (work / "results" / "figures" / "fig2_bleu_by_length.png").stat().st_size > 0
     # the ensemble's members were not all trained: the report says so, it does not invent a row
@@ -294,3 +294,54 @@ def test_a_kftt_row_trained_at_another_size_is_reported_beside_the_studys_own(tm
         ["2 x 256", "c" * 10, "3", "+50.00 %", "20.00", "60.00", "3.0x", "120.00"]]
     assert (tmp_path / "figures" / "kftt_sizes.png").stat().st_size > 0
     assert study.untestable(results, [name]) == f"{name} reaches 2.51 BLEU at 2 x 256 (1.20 at 2 x 128)"
+
+
+def test_the_targets_say_met_only_when_every_seed_or_row_is_in(tmp_path):
+    """The report's targets: Multi30k's local-p by the mean of all its seeds (a missing seed:
+    not measured yet), each KFTT attention model's BLEU and its AER against the diagonal's,
+    perSPE's seeds, and flat curves only once every training is in."""
+    study, _ = load_runner()
+    gold = tmp_path / "gold"
+    gold.mkdir()
+    for name, text in (("jaen.gold", "1-1 2-2"), ("jaen.ja", "a b"), ("jaen.en", "x y")):
+        gold.joinpath(name).write_text(text + "\n")
+    results = study.Study(str(tmp_path / "results"), str(gold))
+
+    def publish(name, seed, bleu, ppls=(20.0, 10.0, 9.99, 9.98)):
+        d = tmp_path / "results" / "systems" / f"{name}.s{seed}"
+        d.mkdir(parents=True)
+        d.joinpath("test.bleu.json").write_text(json.dumps({"score": bleu}))
+        d.joinpath("train.log").write_text("".join(_log_line(e + 1, p, 1, e + 1) for e, p in enumerate(ppls)))
+
+    def aer_file(name, links):
+        d = tmp_path / "results" / "eval" / "aer"
+        d.mkdir(parents=True, exist_ok=True)
+        d.joinpath(name).write_text(links + "\n")
+
+    def table():
+        lines = []
+        study.targets(results, lines.append)
+        return {r.split(" | ")[0].lstrip("| "): r.split(" | ")[1:] for r in lines
+                if r.startswith("| ") and "---" not in r}
+
+    publish("m30k_localp_general_feed", 1, 21.0)
+    publish("m30k_localp_general_feed", 2, 23.0)
+    publish("kftt_global_location_feed", 1, 6.0)
+    publish("kftt_localm_general_feed", 1, 4.0, ppls=(20.0, 15.0, 10.0))  # still falling 33 %
+    aer_file("kftt_global_location_feed.paper.align", "0-0 1-1")  # the gold's links: AER 0
+    aer_file("kftt_localm_general_feed.paper.align", "0-1 1-0")  # none of them: AER 1
+    aer_file("diagonal.align", "0-0 1-0")  # one of two: AER 0.5
+    rows = table()
+    local_p = "Multi30k: m30k_localp_general_feed, mean of its 3 seeds, at least 22 BLEU before unk replacement"
+    assert rows[local_p] == ["22.00 (2 of 3 seeds)", "- |"]  # the mean of two seeds is not the target's
+    assert rows["KFTT: kftt_global_location_feed at least 5 BLEU"] == ["6.00", "yes |"]
+    assert rows["KFTT: kftt_localm_general_feed at least 5 BLEU"] == ["4.00", "no |"]
+    assert rows["KFTT: kftt_global_location_feed aligns below the diagonal's AER"] == ["0.000; the diagonal 0.500",
+                                                                                        "yes |"]
+    assert rows["KFTT: kftt_localm_general_feed aligns below the diagonal's AER"] == ["1.000; the diagonal 0.500",
+                                                                                       "no |"]
+    assert rows["KFTT: kftt_localp_general_feed at least 5 BLEU"] == ["not trained", "- |"]
+    assert rows["perSPE: spe_spe, 3 seeds"] == ["0 trained", "- |"]
+    assert rows["every learning curve ends flat"] == ["3 of the 4 published (of 34)", "no |"]
+    publish("m30k_localp_general_feed", 3, 20.0)
+    assert table()[local_p] == ["21.33 (3 of 3 seeds)", "no |"]
