@@ -68,6 +68,18 @@ def test_plan_prints_every_training_and_the_total():
     assert lines[-1].startswith("total: 34 trainings, ") and "wall clock with 2 at a time" in lines[-1]
 
 
+def test_every_step_runs_one_thread_whatever_the_environment_says(tmp_path):
+    """The study's trainings run one thread each and the thread count changes the numbers, so
+    run.sh sets one thread for every step (here the plan's python, a stand-in that records)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").write_text(f'#!/bin/bash\necho "$OMP_NUM_THREADS $MKL_NUM_THREADS" > {tmp_path}/threads\n')
+    (fake / "python").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
+    subprocess.run(["bash", str(RUN), "--plan"], env=env, check=True, capture_output=True)
+    assert (tmp_path / "threads").read_text() == "1 1\n"
+
+
 def test_kftt_split_holds_no_gold_sentence(work):
     """The gold-aligned pairs (all 582 are KFTT tune lines, 6 also training lines) are in
     no file the models train or are tested on."""
@@ -261,8 +273,9 @@ def test_report_has_every_table_and_says_what_is_missing(work):
     assert "**ensemble** lacks the checkpoints of m30k_global_location_feed.s1" in report
     # every published training has its row, its commit and the command that remakes it
     assert "| m30k_localp_general_feed seed 1 | " in report
-    assert "`bash examples/luong2015_in_form/run.sh one kftt_global_location_feed 1` |" in report
-    assert "`bash examples/luong2015_in_form/run.sh one perspe_spe_perspe 1` |" in report
+    remake = "`OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash examples/luong2015_in_form/run.sh one"
+    assert f"{remake} kftt_global_location_feed 1` |" in report
+    assert f"{remake} perspe_spe_perspe 1` |" in report
 
 
 def test_a_kftt_row_trained_at_another_size_is_reported_beside_the_studys_own(tmp_path):

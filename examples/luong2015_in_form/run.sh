@@ -64,6 +64,10 @@ set -- "${POS[@]+"${POS[@]}"}"
 [[ -z "$EPOCHS" || "$EPOCHS" =~ ^[1-9][0-9]*$ ]] || die "--epochs $EPOCHS: give a positive whole number"
 [[ "$SIZE" =~ ^[0-9]+$ && $(( SIZE % 2 )) == 0 ]] || die "--size $SIZE: give an even number (0: the study's own sizes)"
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs $JOBS: give a positive whole number"
+# one thread per training, in every step: the study's trainings run so (runner.py), and the
+# thread count changes the numbers (a 2 x 128 Multi30k training: weights 9e-7 apart after 10
+# updates at 1 and 2 threads), so `one` remakes a published training only with one thread
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 if (( PLAN )); then command -v python >/dev/null && python "$STUDY" plan --results "$RESULTS" --jobs "$JOBS"; exit 0; fi
 recipe_init
 # the study's own epoch cap (study.py MAX_EPOCHS) unless given

@@ -557,6 +557,12 @@ def git_commits(study: "Study") -> List[str]:
     return sorted({r["commit"] for r in published(study)})
 
 
+# how a published training is remade (after `git checkout COMMIT`): one thread, as the study
+# trained it; the thread count changes the numbers, and commits before run.sh set one thread
+# for every step (2711d78 among them) use all cores unless told
+REMAKE = "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash examples/luong2015_in_form/run.sh one"
+
+
 def trainings_table(study: "Study", w):
     """Every training with its commit, its time, its scores and the command that remakes it."""
     rows = published(study)
@@ -565,8 +571,9 @@ def trainings_table(study: "Study", w):
     w("Each row was trained, evaluated and published (`run.sh one SYSTEM SEED`) by the commit it "
       "names, two trainings at a time, one thread each, on the project's machine (2 CPU cores, no GPU; "
       "the study's README names the CPU of each working period). To remake one: `git checkout COMMIT`, "
-      "then the command; it trains into `--work-dir` and, where the result is published already, says "
-      "whether its scores are the same.")
+      "then the command (one thread, as the study trained it: the thread count changes the numbers); it "
+      "trains into `--work-dir` and, where the result is published already, says whether its scores are "
+      "the same.")
     w("")
     w("| training | commit | minutes | scores | command |")
     w("|---|---|---|---|---|")
@@ -574,12 +581,12 @@ def trainings_table(study: "Study", w):
         scores = ", ".join(f"{k} {v:.2f}" for k, v in r["scores"].items() if v is not None)
         commit = r["commit"][:10] + (" with uncommitted changes" if "+" in r["commit"] else "")
         w(f"| {r['system']} seed {r['seed']} | {commit} | {fmt(r.get('train_minutes'), '.1f')} | "
-          f"{scores} | `bash examples/luong2015_in_form/run.sh one {r['system']} {r['seed']}` |")
+          f"{scores} | `{REMAKE} {r['system']} {r['seed']}` |")
     missing = (load_json(study.path("eval", "missing.json")) or {}).get("missing", {})
     for row, lost in missing.items():
         w("")
         w(f"**{row}** lacks the checkpoints of {', '.join(lost)} (not in the work folder where `finish` ran): "
-          + "; ".join(f"`bash examples/luong2015_in_form/run.sh one {m.rsplit('.s', 1)[0]} {m.rsplit('.s', 1)[1]}`"
+          + "; ".join(f"`{REMAKE} {m.rsplit('.s', 1)[0]} {m.rsplit('.s', 1)[1]}`"
                       for m in lost) + ", then `run.sh finish`.")
     w("")
 
