@@ -479,6 +479,16 @@ def aer_sentences(gold: str, test: str, first_text: str, second_text: str):
     return rows
 
 
+def aligned(study: "Study", path: str):
+    """aer_sentences of the alignment file PATH against the study's KFTT gold; None when the
+    file, or the gold, is not there."""
+    gold = study.gold
+    if not (gold and os.path.exists(path)):
+        return None
+    return aer_sentences(os.path.join(gold, "jaen.gold"), path, os.path.join(gold, "jaen.ja"),
+                         os.path.join(gold, "jaen.en"))
+
+
 def aer_of(rows) -> float:
     """AER of the summed counts of ``rows`` (AERCounts of aer_sentences)."""
     from fairseq_luong.analysis.alignment import AERCounts
@@ -850,7 +860,6 @@ def table4(study: Study, w, verdicts):
 
 
 def table6(study: Study, w, verdicts):
-    gold_dir = study.gold
     aer_dir = study.path("eval", "aer")
     w("## Table 6 in form: alignment error rate (KFTT Ja→En, 582 gold pairs)")
     w("")
@@ -868,10 +877,9 @@ def table6(study: Study, w, verdicts):
     for name in names:
         cells = []
         for conv in ("paper", "fairseq"):
-            path = os.path.join(aer_dir, f"{name}.{conv}.align" if name != "diagonal" else "diagonal.align")
-            if os.path.exists(path) and gold_dir:
-                r = aer_sentences(os.path.join(gold_dir, "jaen.gold"), path, os.path.join(gold_dir, "jaen.ja"),
-                                  os.path.join(gold_dir, "jaen.en"))
+            r = aligned(study, os.path.join(aer_dir, f"{name}.{conv}.align" if name != "diagonal"
+                                            else "diagonal.align"))
+            if r is not None:
                 rows[(name, conv)] = r
                 cells.append(f"{aer_of(r):.3f}")
             else:
@@ -1046,7 +1054,6 @@ def kftt_sizes(study: Study, w, fig_dir):
       "test BLEU | AER (footnote 14) | minutes |")
     w("|---|---|---|---|---|---|---|---|---|---|---|---|")
     series = []
-    gold = study.gold
     for name, seed in names:
         for h, s in sorted([(trained_size(study, name, seed), study)] + others, key=lambda x: x[0]):
             log = os.path.join(s.system_dir(name, seed), "train.log")
@@ -1056,11 +1063,8 @@ def kftt_sizes(study: Study, w, fig_dir):
             result = load_json(os.path.join(s.system_dir(name, seed), "result.json")) or {}
             te, tp = train_curve(log)
             ve, vp = valid_curve(log)
-            aer_path = s.path("eval", "aer", f"{name}.paper.align")
-            aer = None
-            if seed == 1 and os.path.exists(aer_path) and gold:
-                aer = aer_of(aer_sentences(os.path.join(gold, "jaen.gold"), aer_path, os.path.join(gold, "jaen.ja"),
-                                           os.path.join(gold, "jaen.en")))
+            rows = aligned(study, s.path("eval", "aer", f"{name}.paper.align")) if seed == 1 else None
+            aer = None if rows is None else aer_of(rows)
             gap = c.best_ppl / tp[-1] if tp and c.best_ppl else None
             w(f"| {name} seed {seed} | 2 x {h} | {result.get('commit', '?')[:10]} | {c.epochs} | "
               f"{fmt(c.last_two, '+.2f')} % | {fmt(tp[-1] if tp else None)} | {fmt(c.best_ppl)} | "
@@ -1286,16 +1290,12 @@ def targets(study: Study, w):
                  "replacement",
                  f"{statistics.mean(got):.2f} ({len(got)} of {len(seeds)} seeds)" if got else "not trained",
                  ("yes" if statistics.mean(got) >= bleu else "no") if len(got) == len(seeds) else "-"))
-    gold = study.gold
-    diagonal = study.path("eval", "aer", "diagonal.align")
 
     def aer(path):
-        if not (gold and os.path.exists(path)):
-            return None
-        return aer_of(aer_sentences(os.path.join(gold, "jaen.gold"), path, os.path.join(gold, "jaen.ja"),
-                                    os.path.join(gold, "jaen.en")))
+        rows = aligned(study, path)
+        return None if rows is None else aer_of(rows)
 
-    diag = aer(diagonal)
+    diag = aer(study.path("eval", "aer", "diagonal.align"))
     for name in AER_SYSTEMS:
         b = study.bleu(name, 1)
         rows.append((f"KFTT: {name} at least {KFTT_MIN_BLEU:.0f} BLEU", fmt(b, ".2f", "not trained"),
