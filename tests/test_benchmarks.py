@@ -252,3 +252,31 @@ def test_operations_per_decoder_step_are_counted_where_the_step_adds_them(capsys
     assert feed[0] > 40 and feed[2] >= 2 * 2  # per layer: the gates' product and its input gradient
     assert no_feed[0] == 0 and no_feed[2] == 0
     assert feed[1] > no_feed[1] > 0 and feed[3] > 0
+
+
+def test_the_perspe_benchmark_drives_the_recipe_with_options_the_recipe_takes(tmp_path, monkeypatch, capsys):
+    """benchmark_perspe.py: prepare once, then train and evaluate each system with its
+    options, then the table of all; every option it gives is one examples/perspe/run.sh
+    accepts (replayed to the real run.sh with --help: an unknown one exits 2)."""
+    bench_perspe = load("benchmark_perspe")
+    calls = tmp_path / "calls"
+    stand_in = tmp_path / "run.sh"
+    stand_in.write_text(f'printf "%s\\t" "$@" >> {calls}; echo >> {calls}\n')
+    monkeypatch.setattr(bench_perspe, "RUN", stand_in)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.ja").write_text("")
+    bench_perspe.main(["--data", str(data), "--work", str(tmp_path / "work"), "--seeds", "1,2", "--max-update", "7",
+                       "--lock", ""])
+    runs = [line.rstrip("\t").split("\t") for line in calls.read_text().splitlines()]
+    flags = runs[0][:-1]
+    assert all(r[:len(flags)] == flags for r in runs)
+    assert dict(zip(flags[::2], flags[1::2]))["--seeds"] == "1 2"
+    spe, perspe = (bench_perspe.SYSTEMS[n] for n in ("spe/spe", "spe/perspe"))
+    assert [r[len(flags):] for r in runs] == [["prepare"], ["train", "spe_spe", "--", *spe], ["eval", "spe_spe"],
+                                              ["train", "spe_perspe", "--", *perspe], ["eval", "spe_perspe"],
+                                              ["table", "spe_spe", "spe_perspe"]]
+    assert "7 updates, beam 5" in capsys.readouterr().out
+    real = subprocess.run(["bash", str(REPO / "examples" / "perspe" / "run.sh"), *flags, "--help"],
+                          capture_output=True, text=True)
+    assert real.returncode == 0, real.stderr
