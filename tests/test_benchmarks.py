@@ -202,10 +202,8 @@ def test_profile_step_refuses_a_size_or_missing_data_in_one_line(tmp_path):
                                                     "data with --bin")
 
 
-def test_a_small_multi30k_slice_is_prepared_with_the_pieces_it_holds(tmp_path):
-    """benchmark_speed.py's (and benchmark_init.py's, profile_step.py's) Multi30k data from a
-    corpus too small for 8,000 pieces: SentencePiece keeps what it holds (it refused with a
-    traceback from its C++ trainer)."""
+def multi30k_slice(tmp_path):
+    """The first 300 / 20 / 20 pairs of Multi30k's train / valid / test in tmp_path/data."""
     source = SHARED_DATA / "multi30k_en_de"
     if not (source / "train.en").exists():
         pytest.skip(f"{source} not present")
@@ -215,6 +213,14 @@ def test_a_small_multi30k_slice_is_prepared_with_the_pieces_it_holds(tmp_path):
         for lang in ("en", "de"):
             lines = (source / f"{split}.{lang}").read_text(encoding="utf-8").splitlines(True)[:n]
             (data / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
+    return data
+
+
+def test_a_small_multi30k_slice_is_prepared_with_the_pieces_it_holds(tmp_path):
+    """benchmark_speed.py's (and benchmark_init.py's, profile_step.py's) Multi30k data from a
+    corpus too small for 8,000 pieces: SentencePiece keeps what it holds (it refused with a
+    traceback from its C++ trainer)."""
+    data = multi30k_slice(tmp_path)
     bin_dir = load("benchmark_speed").prepare_data(str(data), str(tmp_path / "work"))
     pieces = len((tmp_path / "work" / "bin" / "dict.en.txt").read_text(encoding="utf-8").splitlines())
     assert bin_dir == str(tmp_path / "work" / "bin") and 500 < pieces < 8000
@@ -280,3 +286,29 @@ def test_the_perspe_benchmark_drives_the_recipe_with_options_the_recipe_takes(tm
     real = subprocess.run(["bash", str(REPO / "examples" / "perspe" / "run.sh"), *flags, "--help"],
                           capture_output=True, text=True)
     assert real.returncode == 0, real.stderr
+
+
+@pytest.mark.full
+def test_the_init_benchmark_trains_each_system_beside_lstm_and_tables_their_ratio(tmp_path, capsys):
+    """benchmark_init.py end to end on a Multi30k slice (one epoch of 1 x 16; PyTorch's
+    initialisation, whose perplexity differs from lstm's after so little): fairseq's lstm is
+    trained first, each row's ratio is the system's validation perplexity over lstm's, and
+    --reuse-logs makes the same table from the logs without training."""
+    from fairseq_luong.analysis.training_log import read_training_log
+
+    data = multi30k_slice(tmp_path)
+    init = load("benchmark_init")
+    work = tmp_path / "work"
+    args = ["--data", str(data), "--work", str(work), "--epochs", "1", "--layers", "1", "--hidden", "16",
+            "--systems", "luong_global_general+pytorch_init", "--png", str(tmp_path / "curves.png")]
+    init.main(args)
+    table = capsys.readouterr().out
+    ppl = {name: read_training_log(str(work / f"train_{name}_1x16_1ep.log")).valid["valid"][0].stats["ppl"]
+           for name in ("lstm", "luong_global_general+pytorch_init")}
+    ratio = ppl["luong_global_general+pytorch_init"] / ppl["lstm"]  # 0.99 (1634 / 1655 on an AMD EPYC)
+    assert f"{ratio:.2f}" != f"{1 / ratio:.2f}"  # the table's ratio can be told from its inverse
+    assert f"| 1 | {ppl['lstm']:.1f} | {ppl['luong_global_general+pytorch_init']:.1f} | {ratio:.2f} |" in table
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    logs = {p: p.stat().st_mtime_ns for p in work.glob("train_*.log")}
+    init.main(args + ["--reuse-logs"])
+    assert capsys.readouterr().out == table and {p: p.stat().st_mtime_ns for p in logs} == logs
