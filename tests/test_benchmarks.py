@@ -312,3 +312,23 @@ def test_the_init_benchmark_trains_each_system_beside_lstm_and_tables_their_rati
     logs = {p: p.stat().st_mtime_ns for p in work.glob("train_*.log")}
     init.main(args + ["--reuse-logs"])
     assert capsys.readouterr().out == table and {p: p.stat().st_mtime_ns for p in logs} == logs
+
+
+@pytest.mark.full
+def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(tmp_path, monkeypatch, capsys):
+    """benchmark_compile.py at 2 x 8 (torch.compile's C++ build in tmp_path): a row per
+    variant after checking each one's loss and gradients against eager's; a compiled cell
+    that computes other numbers is refused in one line, not timed."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    compile_bench = load("benchmark_compile")
+    args = ["--layers", "2", "--hidden", "8", "--rows", "2", "--steps", "3", "--repeats", "1", "--threads", "1"]
+    compile_bench.main(args)
+    out = capsys.readouterr().out
+    assert "# every variant's loss and gradients equal eager's" in out
+    assert [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ") and "---" not in line] == [
+        "| variant", "| eager", "| compile cell", "| compile layer step"]
+    cell = compile_bench.lstm_cell_update
+    monkeypatch.setattr(compile_bench, "lstm_cell_update", lambda gates, c: [x * 1.01 for x in cell(gates, c)])
+    with pytest.raises(SystemExit, match=r"^benchmark_compile.py: error: compile cell computes other numbers than "
+                                         r"eager \(max \|difference\| "):
+        compile_bench.main(args)

@@ -15,7 +15,6 @@ Compilation time is excluded (two warm-up runs), so this is the best case for co
 Usage: python scripts/bench/benchmark_compile.py [--layers 4 --hidden 1000 --rows 250 --steps 16]
 """
 import argparse
-import logging
 import os
 import statistics
 import time
@@ -34,9 +33,6 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args(argv)
-    # importing fairseq leaves the root logger at DEBUG (its wav2vec2_classification module calls
-    # logging.basicConfig(level=DEBUG)): torch.compile's file locks would log every lock taken
-    logging.getLogger().setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
     L, H, R, T = args.layers, args.hidden, args.rows, args.steps
 
@@ -54,6 +50,7 @@ def main(argv=None):
                 "compile layer step": torch.compile(lstm_layer_step, dynamic=False)}
 
     def run(fn):
+        """Forward and backward of T steps through L layers; the loss."""
         hs = [torch.zeros(R, H) for _ in range(L)]
         cs = [torch.zeros(R, H) for _ in range(L)]
         feed = torch.zeros(R, H)  # the input-fed h~_{t-1}
@@ -67,10 +64,27 @@ def main(argv=None):
             feed = torch.tanh(hs[-1])  # stands in for attention + W_c
             loss = loss + feed.sum()
         loss.backward()
+        return loss
+
+    params = [w for (w,) in W] + b[1:]  # layer 0's bias is in its hoisted gates
+
+    def loss_and_gradients(fn):
+        for p in params:
+            p.grad = None
+        return [run(fn).detach()] + [p.grad.clone() for p in params]
 
     for fn in variants.values():
         run(fn)
         run(fn)  # compile, warm up
+    # a speed-up counts only for the same numbers: each variant's loss and gradients against eager's
+    want = loss_and_gradients(variants["eager"])
+    worst = 0.0
+    for k, fn in variants.items():
+        for x, y in zip(loss_and_gradients(fn), want):
+            if not torch.allclose(x, y, rtol=1e-4, atol=1e-6):
+                raise SystemExit(f"benchmark_compile.py: error: {k} computes other numbers than eager "
+                                 f"(max |difference| {(x - y).abs().max().item():.3g})")
+            worst = max(worst, (x - y).abs().max().item())
     times = {k: [] for k in variants}
     for _ in range(args.repeats):
         for k, fn in variants.items():  # alternate
@@ -80,6 +94,7 @@ def main(argv=None):
     base = statistics.median(times["eager"])
     print(f"# {L} x {H}, {R} rows, {T} steps, forward + backward, {args.threads} threads, "
           f"torch {torch.__version__}, medians of {args.repeats} alternating repetitions")
+    print(f"# every variant's loss and gradients equal eager's (max |difference| {worst:.3g})")
     print("| variant | seconds | speed vs eager |\n|---|---|---|")
     for k in variants:
         m = statistics.median(times[k])
