@@ -308,7 +308,7 @@ def publish_finish(work: str, results: str, study_opts: Sequence[str]):
 # ---------------------------------------------------------------------------------
 # The scheduler
 def run_all(jobs: int, run_sh: str, results: str, study_opts: Sequence[str]):
-    """Every training not yet published, JOBS at a time (`run.sh one`, one thread each);
+    """Every training not yet published, JOBS at a time (`run.sh one`, which sets one thread);
     after a failure no new training starts, the running ones finish, and the status is 1."""
     import study
 
@@ -317,7 +317,6 @@ def run_all(jobs: int, run_sh: str, results: str, study_opts: Sequence[str]):
     logs = os.path.join(work, "logs")
     os.makedirs(logs, exist_ok=True)
     print(f"[in_form] {len(todo)} trainings to go, {jobs} at a time (logs: {logs})", file=sys.stderr)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     failed: List[str] = []
     lock = threading.Lock()
     queue = list(todo)
@@ -333,7 +332,7 @@ def run_all(jobs: int, run_sh: str, results: str, study_opts: Sequence[str]):
             print(f"[in_form] {time.strftime('%H:%M:%S')} start {label}", file=sys.stderr)
             with open(log, "a", encoding="utf-8") as f:
                 proc = subprocess.run(["bash", run_sh, *study_opts, "--results", results, "one", label.name,
-                                       str(label.seed)], stdout=f, stderr=subprocess.STDOUT, env=env)
+                                       str(label.seed)], stdout=f, stderr=subprocess.STDOUT)
             took = (time.time() - t0) / 60
             if proc.returncode != 0:
                 with lock:

@@ -1080,6 +1080,13 @@ def kftt_sizes(study: Study, w, fig_dir):
     w("")
 
 
+def perspe_seeds(study: Study, name: str) -> List[int]:
+    """The perSPE seeds of NAME trained and scored."""
+    d = os.path.join(study.path("perspe", "systems"), name)
+    return [seed for seed in PERSPE_SEEDS if os.path.exists(os.path.join(d, f"seed{seed}", "trained"))
+            and os.path.exists(os.path.join(d, f"seed{seed}", "study_bleu.json"))]
+
+
 def perspe(study: Study, w, verdicts):
     w("## perSPE in form (small_parallel_enja En→Ja, `examples/perspe/run.sh` PRESET=small)")
     w("")
@@ -1088,14 +1095,8 @@ def perspe(study: Study, w, verdicts):
         w("(not trained yet)")
         w("")
         return
-    scores = {}
-    for name in PERSPE_SYSTEMS:
-        per = {}
-        for seed in PERSPE_SEEDS:
-            s = load_json(os.path.join(base, name, f"seed{seed}", "study_bleu.json"))
-            if s is not None and os.path.exists(os.path.join(base, name, f"seed{seed}", "trained")):
-                per[seed] = s["BLEU"]
-        scores[name] = per
+    scores = {name: {seed: load_json(os.path.join(base, name, f"seed{seed}", "study_bleu.json"))["BLEU"]
+                     for seed in perspe_seeds(study, name)} for name in PERSPE_SYSTEMS}
     w("SPE/SPE against SPE/perSPE (k = 1, one offset per Japanese phrase) with the perSPE recipe's "
       "preset: 2 + 2 layers of 128, batches of 2,048 tokens, Adam; trained until the validation loss "
       f"has not improved for {PERSPE_PATIENCE} epochs (at most {PERSPE_MAX_UPDATE:,} updates); beam 5, last "
@@ -1273,13 +1274,6 @@ def converged(study: Study, w):
 M30K_TARGET = ("m30k_localp_general_feed", 22.0)
 
 
-def perspe_seeds(study: Study, name: str) -> List[int]:
-    """The perSPE seeds of NAME trained and scored."""
-    d = os.path.join(study.path("perspe", "systems"), name)
-    return [seed for seed in PERSPE_SEEDS if os.path.exists(os.path.join(d, f"seed{seed}", "trained"))
-            and os.path.exists(os.path.join(d, f"seed{seed}", "study_bleu.json"))]
-
-
 def targets(study: Study, w):
     """Each target of the study against what the published trainings measured."""
     rows = []
@@ -1292,8 +1286,8 @@ def targets(study: Study, w):
                  ("yes" if statistics.mean(got) >= bleu else "no") if len(got) == len(seeds) else "-"))
 
     def aer(path):
-        rows = aligned(study, path)
-        return None if rows is None else aer_of(rows)
+        sentences = aligned(study, path)
+        return None if sentences is None else aer_of(sentences)
 
     diag = aer(study.path("eval", "aer", "diagonal.align"))
     for name in AER_SYSTEMS:
