@@ -157,3 +157,40 @@ def test_the_docs_name_every_patch_that_apply_all_applies():
     modules = sorted(p.name for p in Path(fairseq_patches.__file__).parent.glob("*.py")
                      if p.name not in ("__init__.py", "patching.py"))
     assert [m for m in modules if f"| `{m}` |" not in index] == []
+
+
+def test_clipping_with_cpu_gradients_on_a_machine_with_cuda_sums_the_norm_where_they_are(monkeypatch):
+    """``fairseq-train --cpu`` on a GPU machine: fairseq's ``clip_grad_norm_`` summed the norm
+    on ``torch.cuda.current_device()`` and stopped at the first update (gpu_check's CPU training
+    on an H200). Here the meta device stands in for the GPU. With the patch the gradients,
+    experts' included, are clipped and the norm returned exactly as fairseq does on a machine
+    without CUDA."""
+    import inspect
+
+    import torch
+    from fairseq import utils
+
+    def params():
+        generator = torch.Generator().manual_seed(0)
+        made = [torch.nn.Parameter(torch.randn(3, 4, generator=generator)) for _ in range(3)]
+        for p in made:
+            p.grad = 10 * torch.randn(p.shape, generator=generator)
+        made[2].expert = True
+        return made
+
+    def aggregate(norm):
+        return norm * 2  # what a distributed run's all-reduce hands back, made visible
+
+    fairseqs = inspect.unwrap(utils.clip_grad_norm_)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    want = params()
+    want_norm = fairseqs(want, 1.0, aggregate)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: torch.device("meta"))
+    # fairseq's own choice: the norm on the "GPU" (on CUDA, _foreach_mul_ then refuses it)
+    assert fairseqs(params(), 1.0, aggregate).device.type == "meta"
+    got = params()
+    got_norm = utils.clip_grad_norm_(got, 1.0, aggregate)
+    assert got_norm.device.type == "cpu" and torch.equal(got_norm, want_norm)
+    assert all(torch.equal(g.grad, w.grad) for g, w in zip(got, want))
+    assert not torch.equal(got[2].grad, params()[2].grad)  # the expert's gradient clipped too

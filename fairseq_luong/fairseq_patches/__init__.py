@@ -19,6 +19,7 @@ from . import (
     distributed,
     errors,
     generation_options,
+    grad_norm,
     hub,
     input_errors,
     interactive_long_lines,
@@ -71,6 +72,8 @@ def apply_all():
     # AMPOptimizer.__init__; Trainer.train_step (2 of 2): .cuda() stays on the CPU there (the
     # fp16 overflow handler), around the micro-batch planning (1 of 2)
     precision.patch_training_precision()
+    # utils.clip_grad_norm_: the norm summed where the gradients are (--cpu on a GPU machine)
+    grad_norm.patch_grad_norm_device()
     # call_main (2 of 2): world size, rank and backend from torchrun's environment;
     # DistributedDataParallel without device ids on the CPU
     distributed.patch_torchrun()
