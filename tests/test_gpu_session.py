@@ -138,9 +138,41 @@ def test_gpu_check_finds_fairseqs_commands_on_path_and_the_commit_without_git(tm
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     assert gpu_check.bin_path("fairseq-train") == str(tool)
-    monkeypatch.setenv("FAIRSEQ_LUONG_COMMIT", "abc1234 (from .whl/COMMIT)")
-    assert bench_device.commit(str(tmp_path)) == "abc1234 (from .whl/COMMIT)"
-    assert bench_device.commit() != "abc1234 (from .whl/COMMIT)"  # this checkout has git
+    assert bench_device.commit(str(tmp_path)) == "?"  # no .git
+    monkeypatch.setenv("FAIRSEQ_LUONG_COMMIT", "abc1234")  # what gpu_session.sh verified wins over git's
+    assert bench_device.commit(str(tmp_path)) == bench_device.commit() == "abc1234"
+
+
+@pytest.mark.full
+def test_the_session_names_the_commit_whose_files_it_has(tmp_path):
+    """gpu_session.sh names .whl/COMMIT's commit only when the copy's files are the ones
+    gpu_wheels.sh saw (their digest), whatever the copy's .git says: on 2026-11-27 the device
+    tool's copy held the files of one commit and the .git of an older one."""
+    copy = tmp_path / "copy"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(REPO), str(copy)], check=True)
+    for name in subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard"],
+                               capture_output=True, text=True, check=True).stdout.splitlines():
+        if (REPO / name).is_file():  # the files a device call carries ...
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            (copy / name).write_bytes((REPO / name).read_bytes())
+    subprocess.run(["git", "-C", str(copy), "reset", "-q", "HEAD~1"], check=True)  # ... under an older .git
+    (copy / ".whl").mkdir()
+    digest = subprocess.run([sys.executable, str(BENCH / "bench_device.py"), "--digest"], capture_output=True,
+                            text=True, check=True, cwd=REPO).stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{16}", digest)
+
+    def named(recorded):
+        (copy / ".whl" / "COMMIT").write_text(recorded)
+        proc = subprocess.run(["bash", str(copy / "scripts/bench/gpu_session.sh"), "--cpu-stand-in", "--speed",
+                               "none", "--budget", "1"], capture_output=True, text=True, cwd=copy,
+                              env=dict(ENV, OUT=str(tmp_path / "out")))
+        return re.search(r"commit: (.*)", proc.stdout + proc.stderr).group(1)
+
+    assert named(f"abc1234\nfiles {digest}\n") == "abc1234"
+    other = named("abc1234\nfiles 0123456789abcdef\n")
+    assert other.startswith(subprocess.run(["git", "-C", str(copy), "rev-parse", "--short", "HEAD"],
+                                           capture_output=True, text=True).stdout.strip() + " with uncommitted changes")
+    assert f"files {digest}; .whl/COMMIT: abc1234, files 0123456789abcdef" in other
 
 
 @pytest.mark.full
@@ -199,3 +231,23 @@ def test_the_session_stopped_by_its_budget_keeps_what_it_did(tmp_path):
     with tarfile.open(out / "gpu_check_logs.tar.gz") as tar:
         assert "./float32_cpu.log" in tar.getnames()
     assert not (out / "gpu_check.json").exists()
+
+
+def test_translations_on_two_devices_may_differ_only_where_their_scores_tie():
+    """gpu_check's translations row: on an H200 (2026-11-27) 99 of 100 float32 translations were
+    identical to the CPU's, and the one that differed was a tie (the two best scores 2.7e-6
+    apart); a translation that differs with a clearly better score on one side, the same
+    translation scored differently, or a missing one fail."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(BENCH))
+    cpu = {i: (-1.0 - i / 100, f"words {i}") for i in range(100)}
+    assert gpu_check.compare_translations(cpu, dict(cpu))[0]
+    tie = {**cpu, 57: (cpu[57][0] - 3e-6, "other words")}
+    ok, numbers = gpu_check.compare_translations(cpu, tie)
+    assert ok and numbers.startswith("99 of 100 test translations identical") and "(sentence 57)" in numbers
+    assert not gpu_check.compare_translations(cpu, {**cpu, 57: (cpu[57][0] + 0.2, "other words")})[0]
+    assert not gpu_check.compare_translations(cpu, {**cpu, 3: (cpu[3][0] + 0.01, cpu[3][1])})[0]
+    assert not gpu_check.compare_translations(cpu, {i: cpu[i] for i in range(99)})[0]

@@ -121,15 +121,47 @@ def gemm_peak(clock, dtype=torch.float32, threads=None, n=None):
     return 2 * n**3 / min(times) / 1e9
 
 
-def commit(repo=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))):
-    """The checkout's short commit, marked when tracked files differ from it."""
-    def git(*words):
-        try:
-            return subprocess.run(["git", "-C", repo, *words], capture_output=True, text=True).stdout.strip()
-        except OSError:  # no git installed
-            return ""
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-    head = git("rev-parse", "--short", "HEAD")
-    if not head:  # a copy without .git (the GPU machine's): what scripts/bench/gpu_session.sh passes on
-        return os.environ.get("FAIRSEQ_LUONG_COMMIT", "?")
-    return head + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+def _git(repo, *words):
+    try:
+        return subprocess.run(["git", "-C", repo, *words], capture_output=True, text=True).stdout
+    except OSError:  # no git installed
+        return ""
+
+
+def commit(repo=REPO):
+    """The checkout's short commit, marked when tracked files differ from it. On the GPU machine
+    scripts/bench/gpu_session.sh passes on the commit it verified (FAIRSEQ_LUONG_COMMIT): the
+    device tool's copy may hold a .git of another commit than its files (seen on 2026-11-27)."""
+    if os.environ.get("FAIRSEQ_LUONG_COMMIT"):
+        return os.environ["FAIRSEQ_LUONG_COMMIT"]
+    head = _git(repo, "rev-parse", "--short", "HEAD").strip()
+    if not head:
+        return "?"
+    return head + (" with uncommitted changes" if _git(repo, "status", "--porcelain", "--untracked-files=no").strip()
+                   else "")
+
+
+def checkout_digest(repo=REPO):
+    """A SHA-256 of the checkout's files as a device call carries them (tracked and untracked,
+    not ignored; by path and content, not mode): the same on both machines when the GPU
+    machine's copy holds this checkout's files, whatever its .git says."""
+    import hashlib
+
+    names = sorted({n for n in _git(repo, "ls-files", "-z", "-c", "-o", "--exclude-standard").split("\0")
+                    if n and os.path.isfile(os.path.join(repo, n))})
+    if not names:
+        return "?"
+    digest = hashlib.sha256()
+    for name in names:
+        with open(os.path.join(repo, name), "rb") as f:
+            digest.update(name.encode() + b"\0" + hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+if __name__ == "__main__":  # scripts/bench/gpu_wheels.sh and gpu_session.sh
+    import sys
+
+    print({"--commit": commit, "--digest": checkout_digest}[sys.argv[1]]())

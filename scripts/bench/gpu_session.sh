@@ -20,8 +20,8 @@
 #    writes fairseq-train, fairseq-generate, ... there). The plugin is not installed: fairseq
 #    imports it from --user-dir fairseq_luong. Then checks, one line if not, that it registers
 #    its models, criterions and task with fairseq and that fairseq-train starts.
-# 3. Prints the machine (nvidia-smi, Python, torch, CUDA, cuDNN, the commit: git's, else
-#    .whl/COMMIT) and runs gpu_check.py: on the GPU its checks at their defaults and this speed
+# 3. Prints the machine (nvidia-smi, Python, torch, CUDA, cuDNN, the commit: .whl/COMMIT's when
+#    the files' digest is the one recorded there, else git's, marked) and runs gpu_check.py: on the GPU its checks at their defaults and this speed
 #    table (12 measurements, each a fresh process):
 #      --shape paper --sizes 4x1000 --precisions float32 bf16 --repeats 1 --updates 20
 #      --gen-sentences 256 --systems lstm luong_global_general luong_global_general_no_feed
@@ -130,11 +130,18 @@ print(bin_path("fairseq-train"))')"
   fi
   echo "[gpu_session] fairseq's commands: $(dirname "$tool")/fairseq-* ($((SECONDS - t0)) s so far)"
 
-  local revision
-  revision="$(git rev-parse --short HEAD 2>/dev/null || true)"
-  [[ -n "$revision" && -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]] &&
-    revision+=" with uncommitted changes"
-  export FAIRSEQ_LUONG_COMMIT="${revision:-$(cat .whl/COMMIT 2>/dev/null || echo '?') (from .whl/COMMIT)}"
+  # the commit: .whl/COMMIT's when these files are the ones it was written beside (their digest),
+  # else git's here (the copy's .git may be another commit's), marked
+  local recorded digest revision
+  recorded="$(sed -n 1p .whl/COMMIT 2>/dev/null || true)"
+  digest="$("$PY" scripts/bench/bench_device.py --digest 2>/dev/null || echo '?')"
+  if [[ -n "$recorded" && "$(sed -n 2p .whl/COMMIT)" == "files $digest" && "$digest" != "?" ]]; then
+    revision="$recorded"
+  else
+    revision="$(FAIRSEQ_LUONG_COMMIT= "$PY" scripts/bench/bench_device.py --commit 2>/dev/null || echo '?')"
+    revision+=" (files $digest; .whl/COMMIT: ${recorded:-none}$(sed -n 2p .whl/COMMIT 2>/dev/null | sed 's/^/, /'))"
+  fi
+  export FAIRSEQ_LUONG_COMMIT="$revision"
   {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); commit: $FAIRSEQ_LUONG_COMMIT"
     "$PY" -c 'import platform, torch

@@ -22,7 +22,8 @@
 # Then each wheel's needs (Requires-Dist, without extras, for Python 3.12 on Linux) are checked
 # against the carried wheels and the machine's list, and the total size is printed: the wheels
 # travel with the working tree, 64 MiB at most in all. .whl/COMMIT records the commit they go
-# with (the GPU machine's copy may have no .git). Takes about a minute the first time.
+# with and a digest of the checkout's files (the GPU machine's copy may have no .git, or a .git
+# of another commit: seen on 2026-11-27). Takes about a minute the first time.
 set -euo pipefail
 
 PINS=(
@@ -81,9 +82,12 @@ for f in "$out"/*.whl; do
   done
   if [[ $keep == 0 ]]; then echo "[gpu_wheels] removing $(basename "$f") (not pinned here)"; rm -f "$f"; fi
 done
-commit="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
-[[ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit+=" with uncommitted changes"
-echo "$commit" > "$out/COMMIT"
+# the commit, and a digest of the files a device call carries: gpu_session.sh names this commit
+# only when its copy's files have this digest
+{
+  "$py" "$REPO/scripts/bench/bench_device.py" --commit
+  echo "files $("$py" "$REPO/scripts/bench/bench_device.py" --digest)"
+} > "$out/COMMIT"
 
 "$py" - "$out" "$REPO/scripts/bench/gpu_machine_packages.txt" "${NOT_NEEDED[*]}" "${PINS[@]}" <<'PY'
 """Each wheel: its tags fit CPython 3.12 on manylinux x86_64, its needs are carried or there."""
