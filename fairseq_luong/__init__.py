@@ -22,7 +22,7 @@ import sys
 # What register() imports, in this order: the patches first (applied at once), then what
 # registers at fairseq's extension points. examples/common/code_version.py reads this list:
 # it is the code that training with --user-dir runs.
-PLUGIN_MODULES = ("fairseq_patches", "criterions", "models", "modules", "tasks")
+PLUGIN_MODULES = ("fairseq_patches", "criterions", "models", "modules", "optim", "tasks")
 
 _state = {"fairseq": False, "registered": False, "loading": 0}
 

@@ -86,8 +86,8 @@ def test_from_pretrained_stays_a_classmethod_of_the_class_it_is_called_on(monkey
 def test_package_top_shows_only_extension_points_and_the_patches():
     top = Path(fairseq_luong.__file__).parent
     entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}
-    assert entries == {"__init__.py", "errors.py", "models", "modules", "criterions", "tasks", "data", "analysis",
-                       "fairseq_patches", "protocols", "recipes"}
+    assert entries == {"__init__.py", "errors.py", "models", "modules", "criterions", "optim", "tasks", "data",
+                       "analysis", "fairseq_patches", "protocols", "recipes"}
 
 
 @pytest.mark.parametrize("first", ["fairseq_luong.data.text", "fairseq_luong.modules.luong_encoder"])

@@ -235,6 +235,12 @@ def _log_line(epoch, ppl, lr, updates, train_ppl=None):
     ((20.0, 10.0, 8.0, 7.48, 7.44, 7.42), (1, 1, 0.5, 0.25, 0.125, 0.0625),
      "stopping training because current learning rate (0.03125) is smaller than or equal to minimum learning rate",
      True, "rate halved 7 times", 100 * (7.48 - 7.42) / 7.48),
+    # reduce_lr_on_plateau_until_flat: halved 8 times and flat (0.5 % over the last two epochs)
+    ((20.0, 10.0, 8.0, 7.5, 7.46, 7.44), (1, 1, 0.5, 0.25, 0.125, 0.0625),
+     "converged after epoch 6: the rate was reduced 8 times and the validation nll_loss improved by 0.0097 over the "
+     "last 2 epochs (--flat-below 0.0145): the rate is set to 0 and training stops | stopping training because "
+     "current learning rate (0.0) is smaller than or equal to minimum learning rate", True, "rate halved 8 times, flat",
+     100 * (7.5 - 7.44) / 7.5),
     # still falling 5 % an epoch at the epoch cap: not flat
     ((20.0, 10.0, 9.0, 8.55), (1, 1, 1, 1), "done training in 100.0 seconds", False, "the epoch cap",
      100 * (10.0 - 8.55) / 10.0),
