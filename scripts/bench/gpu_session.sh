@@ -21,8 +21,9 @@
 #    imports it from --user-dir fairseq_luong. Then checks, one line if not, that it registers
 #    its models, criterions and task with fairseq and that fairseq-train starts.
 # 3. Prints the machine (nvidia-smi, Python, torch, CUDA, cuDNN, the commit: .whl/COMMIT's when
-#    the files' digest is the one recorded there, else git's, marked) and runs gpu_check.py: on the GPU its checks at their defaults and this speed
-#    table (12 measurements, each a fresh process):
+#    the files' digest is the one recorded there, else git's, marked) and runs gpu_check.py: on
+#    the GPU its checks at their defaults and this speed table (12 measurements, each a fresh
+#    process):
 #      --shape paper --sizes 4x1000 --precisions float32 bf16 --repeats 1 --updates 20
 #      --gen-sentences 256 --systems lstm luong_global_general luong_global_general_no_feed
 #    estimated at 5 to 8 min in all on an H100 (docs/gpu.md says how).
