@@ -326,7 +326,8 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     out = capsys.readouterr().out
     assert "# every variant timed computes eager's loss and gradients" in out and ", float32, CPU, 1 thread," in out
     assert [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ") and "---" not in line] == [
-        "| variant", "| eager", "| compile cell", "| compile layer step", "| compile layer step, reduce-overhead"]
+        "| variant", "| eager", "| compile cell", "| compile layer step", "| compile layer step, reduce-overhead",
+        "| deferred weight gradient"]
     # bfloat16 (fairseq-train --bf16), checked against eager in bfloat16; a variant that cannot be
     # compiled here (CUDA graphs on a GPU, say) is a row saying why, the others are timed
     real_compile = compile_bench.torch.compile
