@@ -133,14 +133,16 @@ print(bin_path("fairseq-train"))')"
 
   # the commit: .whl/COMMIT's when these files are the ones it was written beside (their digest),
   # else git's here (the copy's .git may be another commit's), marked
-  local recorded digest revision
-  recorded="$(sed -n 1p .whl/COMMIT 2>/dev/null || true)"
-  digest="$("$PY" scripts/bench/bench_device.py --digest 2>/dev/null || echo '?')"
-  if [[ -n "$recorded" && "$(sed -n 2p .whl/COMMIT)" == "files $digest" && "$digest" != "?" ]]; then
+  local recorded="" recorded_files="" digest="" revision
+  if [[ -f .whl/COMMIT ]]; then
+    recorded="$(sed -n 1p .whl/COMMIT)" recorded_files="$(sed -n 2p .whl/COMMIT)"
+    digest="$("$PY" scripts/bench/bench_device.py --digest 2>/dev/null || echo '?')"
+  fi
+  if [[ -n "$recorded" && "$recorded_files" == "files $digest" && "$digest" != "?" ]]; then
     revision="$recorded"
   else
     revision="$(FAIRSEQ_LUONG_COMMIT= "$PY" scripts/bench/bench_device.py --commit 2>/dev/null || echo '?')"
-    revision+=" (files $digest; .whl/COMMIT: ${recorded:-none}$(sed -n 2p .whl/COMMIT 2>/dev/null | sed 's/^/, /'))"
+    [[ -n "$recorded" ]] && revision+=" (files $digest; .whl/COMMIT: $recorded, $recorded_files)"
   fi
   export FAIRSEQ_LUONG_COMMIT="$revision"
   {
