@@ -375,3 +375,21 @@ def test_a_plateau_schedule_resumed_between_epochs_is_the_uninterrupted_one(data
     assert [r for r, _ in first + rest] == [r for r, _ in whole]
     # the losses as logged (3 decimals)
     assert [loss for _, loss in first + rest] == pytest.approx([loss for _, loss in whole], abs=2e-3)
+
+
+def test_a_training_stopped_and_resumed_trains_on_the_uninterrupted_ones_batches(data_bin, tmp_path, one_thread):
+    """ve-fairseq built a process's batches from the permutation of the epoch it started at, so a
+    training resumed after epoch 2 trained epochs 3 and 4 on other batches (its first update of
+    epoch 3 already differed; fairseq_patches/batching.py). Now every update's loss and the final
+    weights are those of the uninterrupted training, to the bit."""
+    args = ["--dropout", "0.2", "--seed", "1", "--clip-norm", "5"]
+
+    def losses(log):
+        return re.findall(r"epoch (\d+):\s+(\d+) / \d+ loss=([\d.]+)", log)
+
+    whole = losses(train(str(data_bin / "bin"), tmp_path / "whole", *args, "--max-epoch", "4")[1])
+    stopped = losses(train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "2")[1])
+    stopped += losses(train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "4")[1])
+    assert stopped == whole and whole[-1][0] == "004"
+    a, b = (torch.load(tmp_path / d / "checkpoint_last.pt", weights_only=True)["model"] for d in ("whole", "stopped"))
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -62,6 +62,7 @@ def apply_all():
     # ---- data loading
     batching.patch_final_batch()  # data_utils.batch_by_size keeps the final partial batch
     batching.patch_numpy_2()  # --num-batch-buckets with numpy 2
+    batching.patch_resume_batches()  # FairseqTask.get_batch_iterator: a resumed run's batches are epoch 1's
 
     # ---- training
     # Trainer.train_step (1 of 2); FairseqTask.train_step (1 of 2): reseed each micro-batch

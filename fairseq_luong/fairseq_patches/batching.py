@@ -26,14 +26,27 @@ with the two numpy 1 names put back (``percentile(interpolation=)`` passed on as
 that names neither the flag's fix nor the sentence. We raise a ``UserError`` naming
 the longest sentence, its length and the value to give.
 
-``apply_all`` applies all three.
+**A resumed training's batches.** ``FairseqTask.get_batch_iterator`` (ve-fairseq 0.12.3)
+orders the sentences under ``numpy_seed(seed + epoch)`` and, unless ``--rebuild-batches``,
+freezes those batches for every later epoch of the process (each epoch shuffles their order).
+So the batches depend on the epoch the *process* started at: a training stopped after epoch E
+and resumed builds them from epoch E + 1's permutation, and every later epoch trains on other
+batches than the uninterrupted training (measured: a 4-epoch lstm resumed after epoch 2 differed
+from the first update of epoch 3 on). Where the batches are frozen (the iterator is cached
+and neither ``--rebuild-batches`` nor ``--update-epoch-batch-itr`` is given) we build them
+from epoch 1's permutation, as an uninterrupted training does, and then set the epoch asked
+for.
+
+``apply_all`` applies all four.
 """
 import functools
+import inspect
 import logging
 import types
 
 import numpy as np
 from fairseq.data import data_utils, language_pair_dataset, token_block_dataset
+from fairseq.tasks import FairseqTask
 
 from ..errors import UserError
 from .patching import wrap_once
@@ -106,3 +119,29 @@ def patch_numpy_2():
         for module in (data_utils, language_pair_dataset, token_block_dataset):
             if module.np is np:
                 module.np = _NumpyWithVersion1Names()
+
+
+def _batches_of_the_first_epoch(get_batch_iterator):
+    signature = inspect.signature(get_batch_iterator)
+
+    @functools.wraps(get_batch_iterator)
+    def wrapper(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        frozen = (not a["disable_iterator_cache"] and not a["update_epoch_batch_itr"]
+                  and not getattr(self.cfg, "rebuild_batches", False) and self.can_reuse_epoch_itr(a["dataset"]))
+        epoch = a["epoch"]
+        if not frozen or epoch <= 1 or a["dataset"] in self.dataset_to_epoch_iter:
+            return get_batch_iterator(*bound.args, **bound.kwargs)
+        a["epoch"] = 1  # the batches an uninterrupted training made at its start
+        itr = get_batch_iterator(*bound.args, **bound.kwargs)
+        a["dataset"].set_epoch(epoch)
+        itr.epoch = epoch  # as EpochBatchIterator(epoch=epoch); a checkpoint's iterator state follows
+        return itr
+
+    return wrapper
+
+
+def patch_resume_batches():
+    wrap_once(FairseqTask, "get_batch_iterator", _batches_of_the_first_epoch)
