@@ -373,8 +373,8 @@ def test_a_plateau_schedule_resumed_between_epochs_is_the_uninterrupted_one(data
     rest = epochs(train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "5")[1])
     assert len({r for r, _ in whole}) == {0: 4, 2: 2}[patience]  # halvings were due
     assert [r for r, _ in first + rest] == [r for r, _ in whole]
-    # the losses as logged (3 decimals)
-    assert [loss for _, loss in first + rest] == pytest.approx([loss for _, loss in whole], abs=2e-3)
+    # the losses as logged (3 decimals), equal: the resumed epochs train on the same batches (batching.py)
+    assert [loss for _, loss in first + rest] == [loss for _, loss in whole]
 
 
 def test_a_training_stopped_and_resumed_trains_on_the_uninterrupted_ones_batches(data_bin, tmp_path, one_thread):
