@@ -6,6 +6,7 @@ on the CPU in float32 and float16; the other scripts of scripts/bench give their
 (profile_step.py, benchmark_attention.py, count_step_ops.py). No timing is asserted."""
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import time
@@ -327,7 +328,8 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     assert "# every variant timed computes eager's loss and gradients" in out and ", float32, CPU, 1 thread," in out
     assert [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ") and "---" not in line] == [
         "| variant", "| eager", "| compile cell", "| compile layer step", "| compile layer step, reduce-overhead",
-        "| deferred weight gradient"]
+        "| deferred weight gradient", "| fused CUDA cell"]
+    assert "| fused CUDA cell | failed: needs --device cuda" in out
     # bfloat16 (fairseq-train --bf16), checked against eager in bfloat16; a variant that cannot be
     # compiled here (CUDA graphs on a GPU, say) is a row saying why, the others are timed
     real_compile = compile_bench.torch.compile
@@ -346,8 +348,37 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     assert ", bf16, CPU, 1 thread," in out and "| compile cell | " in out
     assert "| compile layer step, reduce-overhead | failed: RuntimeError: cudagraphs refused | - |" in out
     monkeypatch.setattr(compile_bench.torch, "compile", real_compile)
+    # a variant that computes other numbers is a row saying so, not timed; the others are
     cell = compile_bench.lstm_cell_update
     monkeypatch.setattr(compile_bench, "lstm_cell_update", lambda gates, c: [x * 1.01 for x in cell(gates, c)])
-    with pytest.raises(SystemExit, match=r"^benchmark_compile.py: error: compile cell computes other numbers than "
-                                         r"eager \(max \|difference\| "):
-        compile_bench.main(args)
+    compile_bench.main(args)
+    out = capsys.readouterr().out
+    assert re.search(r"\| compile cell \| failed: computes other numbers than eager \(max \|difference\| [\d.e-]+\), "
+                     r"not timed \| - \|", out), out
+    assert re.search(r"\| compile layer step \| [\d.]+ \| [\d.]+x \|", out), out
+
+
+@pytest.mark.parametrize("bias_only", [False, True], ids=["first layer", "layer above"])
+def test_the_fused_cuda_cell_variant_computes_the_layer_steps_numbers(bias_only, monkeypatch):
+    """benchmark_compile.py's "fused CUDA cell" with a CPU stand-in for PyTorch's CUDA-only kernel
+    (the cell of input_gates + hidden_gates + input_bias): the first layer's hoisted gates, or a
+    layer's bias broadcast over the rows with the weight split in two, give lstm_layer_step's
+    h, c and gradients."""
+    compile_bench = load("benchmark_compile")
+    monkeypatch.setattr(compile_bench, "fused_cuda_cell", lambda ig, hg, c, b=None: compile_bench.lstm_cell_update(
+        ig + hg + (0 if b is None else b), c))
+    torch.manual_seed(0)
+    rows, n, H = 3, 5, 4
+    bias = torch.randn(4 * H, requires_grad=True)
+    hoisted = torch.randn(rows, 4 * H, requires_grad=True)
+    below, h, c = (torch.randn(rows, k, requires_grad=True) for k in (n, H, H))
+    W = torch.randn(n + H, 4 * H, requires_grad=True)
+    leaves = [bias if bias_only else hoisted, below, h, c, W]
+    results = []
+    for step in (compile_bench.lstm_layer_step, compile_bench.layer_step_fused_cell):
+        gates = bias.expand(rows, 4 * H) if bias_only else hoisted
+        out_h, out_c = step(gates, below, h, c, (W,))
+        grads = torch.autograd.grad((out_h * 1.5 + out_c).sum(), leaves)
+        results.append([out_h, out_c, *grads])
+    for x, y in zip(*results):
+        torch.testing.assert_close(x, y)
