@@ -157,3 +157,77 @@ def test_rnnsearch_hoisted_products_run_once_per_call_whatever_the_length(mode):
 
         watched = rnnsearch_hoisted(model)
         assert count(model, run, watched) == {name: 1 for name in watched}, tgtlen
+
+
+# ATen operations that make a GPU's host wait for the device: a value read back (item, bool, int:
+# _local_scalar_dense), a comparison read back (equal), and outputs whose size depends on the data
+SYNCS = {aten._local_scalar_dense, aten.equal, aten.nonzero, aten.masked_select, aten._unique2,
+         aten.unique_consecutive, aten.unique_dim}
+
+
+class CountSyncs(TorchDispatchMode):
+    """Counts the host synchronisations of SYNCS, boolean-mask indexing (a nonzero inside) and
+    the Tensor methods that copy to the host (on the CPU they dispatch nothing: patched)."""
+
+    def __init__(self, monkeypatch):
+        super().__init__()
+        self.count = Counter()
+        for name in ("tolist", "cpu", "numpy"):
+            method = getattr(torch.Tensor, name)
+            monkeypatch.setattr(torch.Tensor, name, self._counted(name, method))
+
+    def _counted(self, name, method):
+        def counted(tensor, *args, **kwargs):
+            self.count[name] += 1
+            return method(tensor, *args, **kwargs)
+        return counted
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        packet = func.overloadpacket
+        if packet in SYNCS or (packet is aten.index and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1])):
+            self.count[str(packet)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("arch,extra", [
+    ("luong_global_general", []),
+    ("luong_global_location", []),
+    ("luong_localp", []),
+    ("luong_localm", []),
+    ("luong_global_general", ["--no-input-feed"]),
+    ("rnnsearch_tiny", None),
+])
+def test_no_host_synchronisation_inside_the_step_loops(arch, extra, monkeypatch):
+    """Issue 38's "no host synchronisation in the loop": training (forward and backward) and
+    inference read values back to the host a fixed number of times per call, whatever the
+    target length (the encoder's lengths, the row schedule), and an incremental decoding step
+    (a beam step) never. On a GPU such a read stalls the launches until the device catches up."""
+    torch.manual_seed(0)
+    model, task, _ = build_model(arch, *(SIZES + extra if extra is not None else []))
+    for mode in ("train", "eval"):
+        model.train(mode == "train")
+        counts = []
+        for tgtlen in (3, 8):
+            batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(tgtlen, 2, tgtlen))
+            with monkeypatch.context() as patches, CountSyncs(patches) as syncs:
+                with torch.set_grad_enabled(mode == "train"):
+                    out, _ = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])
+                    if mode == "train":
+                        out.sum().backward()
+            counts.append(syncs.count)
+        assert counts[0] == counts[1] and sum(counts[0].values()) > 0, (mode, counts)  # > 0: the counter sees
+    model.eval()
+    batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(6, 6, 6))
+    prev = batch["prev_output_tokens"]
+    with torch.no_grad():
+        enc = model.encoder(batch["src_tokens"], batch["src_lengths"])
+        state = {}
+        for t in range(prev.size(1)):
+            with monkeypatch.context() as patches, CountSyncs(patches) as syncs:
+                if t == 2:  # a beam search's reorder is part of its step
+                    order = torch.tensor([2, 0, 1])
+                    enc = model.encoder.reorder_encoder_out(enc, order)
+                    model.decoder.reorder_incremental_state_scripting(state, order)
+                model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+            assert syncs.count == {}, (t, syncs.count)
