@@ -377,19 +377,27 @@ def test_a_plateau_schedule_resumed_between_epochs_is_the_uninterrupted_one(data
     assert [loss for _, loss in first + rest] == [loss for _, loss in whole]
 
 
-def test_a_training_stopped_and_resumed_trains_on_the_uninterrupted_ones_batches(data_bin, tmp_path, one_thread):
+@pytest.mark.parametrize("stop", ["after epoch 2", "inside epoch 3"])
+def test_a_training_stopped_and_resumed_trains_on_the_uninterrupted_ones_batches(data_bin, tmp_path, one_thread,
+                                                                                 stop):
     """ve-fairseq built a process's batches from the permutation of the epoch it started at, so a
     training resumed after epoch 2 trained epochs 3 and 4 on other batches (its first update of
     epoch 3 already differed; fairseq_patches/batching.py). Now every update's loss and the final
-    weights are those of the uninterrupted training, to the bit."""
+    weights are those of the uninterrupted training, to the bit; also when it stopped inside an
+    epoch (--max-update) and resumes from that epoch's next batch."""
     args = ["--dropout", "0.2", "--seed", "1", "--clip-norm", "5"]
 
     def losses(log):
         return re.findall(r"epoch (\d+):\s+(\d+) / \d+ loss=([\d.]+)", log)
 
     whole = losses(train(str(data_bin / "bin"), tmp_path / "whole", *args, "--max-epoch", "4")[1])
-    stopped = losses(train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "2")[1])
-    stopped += losses(train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "4")[1])
-    assert stopped == whole and whole[-1][0] == "004"
+    per_epoch = sum(epoch == "001" for epoch, _, _ in whole)
+    until = (["--max-epoch", "2"] if stop == "after epoch 2"
+             else ["--max-update", str(2 * per_epoch + per_epoch // 2)])  # half of epoch 3
+    stopped = losses(train(str(data_bin / "bin"), tmp_path / "stopped", *args, *until)[1])
+    resumed = losses(train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "4")[1])
+    # it resumes at epoch 3's first batch, or at the one after the half it trained
+    assert per_epoch >= 4 and resumed[0][:2] == ("003", "1" if stop == "after epoch 2" else str(per_epoch // 2 + 1))
+    assert stopped + resumed == whole and whole[-1][0] == "004"
     a, b = (torch.load(tmp_path / d / "checkpoint_last.pt", weights_only=True)["model"] for d in ("whole", "stopped"))
     assert all(torch.equal(a[k], b[k]) for k in a)
