@@ -358,15 +358,30 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     assert re.search(r"\| compile layer step \| [\d.]+ \| [\d.]+x \|", out), out
 
 
+def fused_lstm_cell_on_the_cpu(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """aten::_thnn_fused_lstm_cell (CUDA only) on the CPU: its argument checks (RNN.cu's
+    checkSizes: the gates 2-D and of one size; a bias 1-D of 4H, and both biases or neither),
+    its arithmetic and its three outputs (h, c and a workspace)."""
+    from fairseq_luong.modules.luong_decoder import lstm_cell_update
+    assert input_gates.dim() == 2 and input_gates.shape == hidden_gates.shape
+    assert cx.numel() == input_gates.numel() // 4
+    assert (input_bias is None) == (hidden_bias is None)
+    gates = input_gates + hidden_gates
+    if input_bias is not None:
+        assert input_bias.shape == hidden_bias.shape == (input_gates.size(1),)
+        gates = gates + input_bias + hidden_bias
+    h, c = lstm_cell_update(gates, cx)
+    return h, c, gates
+
+
 @pytest.mark.parametrize("bias_only", [False, True], ids=["first layer", "layer above"])
 def test_the_fused_cuda_cell_variant_computes_the_layer_steps_numbers(bias_only, monkeypatch):
     """benchmark_compile.py's "fused CUDA cell" with a CPU stand-in for PyTorch's CUDA-only kernel
-    (the cell of input_gates + hidden_gates + input_bias): the first layer's hoisted gates, or a
-    layer's bias broadcast over the rows with the weight split in two, give lstm_layer_step's
-    h, c and gradients."""
+    that checks its arguments as the kernel does: the first layer's hoisted gates, or a layer's
+    bias broadcast over the rows with the weight split in two, give lstm_layer_step's h, c and
+    gradients."""
     compile_bench = load("benchmark_compile")
-    monkeypatch.setattr(compile_bench, "fused_cuda_cell", lambda ig, hg, c, b=None: compile_bench.lstm_cell_update(
-        ig + hg + (0 if b is None else b), c))
+    monkeypatch.setattr(compile_bench.torch.ops.aten, "_thnn_fused_lstm_cell", fused_lstm_cell_on_the_cpu)
     torch.manual_seed(0)
     rows, n, H = 3, 5, 4
     bias = torch.randn(4 * H, requires_grad=True)

@@ -19,8 +19,8 @@ on [input; h] and the LSTM cell per layer and step), forward
   layer on a GPU. On this CPU at 2 x 256 it was 0.93x eager (one prototype run), so the plugin
   does not do it unless a GPU shows it pays;
 * fused CUDA cell: PyTorch's own fused LSTM cell kernel (``aten::_thnn_fused_lstm_cell``, what
-  ``nn.LSTMCell`` and fairseq's ``lstm`` run on CUDA), which also adds the gate pre-activations
-  and the bias: issue 38's "PyTorch's fused LSTM cell". CUDA only (its row says so on the CPU).
+  ``nn.LSTMCell`` and fairseq's ``lstm`` run on CUDA), which also adds the two gate products:
+  issue 38's "PyTorch's fused LSTM cell". CUDA only (its row says so on the CPU).
 
 On CUDA (``--device cuda``) the compiled cell is one fused kernel, where eager launches nine:
 the "fused LSTM cell" of issue 38, measured without changing the plugin. ``--dtype bf16``
@@ -79,22 +79,23 @@ class DeferredWeightGradient:
         return lstm_cell_update(_GateProduct.apply(gates, torch.cat((below, h), 1), weights[0], bucket, first), c)
 
 
-def fused_cuda_cell(input_gates, hidden_gates, c, input_bias=None):
-    """The LSTM cell of gates = input_gates + hidden_gates (+ input_bias) in PyTorch's fused kernel
-    (CUDA only); rows x 4H, rows x 4H, rows x H, 4H -> h, c: rows x H."""
-    h, c, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, c, input_bias)
+def fused_cuda_cell(input_gates, hidden_gates, c):
+    """The LSTM cell of gates = input_gates + hidden_gates in PyTorch's fused kernel (CUDA only);
+    rows x 4H, rows x 4H, rows x H -> h, c: rows x H. (The kernel takes a bias only as two,
+    input and hidden, both given.)"""
+    h, c, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, c)
     return h, c
 
 
 def layer_step_fused_cell(gates, below, h, c, weights):
-    """``lstm_layer_step``'s numbers with the cell (and the gate sums) in ``fused_cuda_cell``.
+    """``lstm_layer_step``'s numbers with the cell (and the gate sum) in ``fused_cuda_cell``.
     The first layer adds its hoisted embedding gates in the kernel; a layer above it, whose
-    gates are its bias broadcast over the rows, multiplies [below; h] in two GEMMs on the fused
-    weight's two halves (views) and passes the bias to the kernel: no bias copy, no cat."""
+    gates are its bias broadcast over the rows, multiplies below and h by the fused weight's two
+    halves (views), the bias added by the first GEMM: no cat."""
     W = weights[0]  # (in + H) x 4H
     n = below.size(1)
     if gates.stride(0) == 0:  # the bias, expanded to rows x 4H
-        return fused_cuda_cell(below.mm(W[:n]), h.mm(W[n:]), c, gates[0])
+        return fused_cuda_cell(torch.addmm(gates[0], below, W[:n]), h.mm(W[n:]), c)
     return fused_cuda_cell(gates, torch.cat((below, h), 1).mm(W), c)  # rows x 4H each
 
 
