@@ -302,3 +302,20 @@ def write_aspec_format(dest, data_dir, sizes, odd_lines=True):
                 f.write(f"{head}A-A{i // 10:04d} ||| {i % 10 + 1} ||| {ja} ||| {en}\n")
         counts[split] = len(pairs)
     return counts
+
+
+def fused_lstm_cell_on_the_cpu(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """aten::_thnn_fused_lstm_cell (CUDA only) on the CPU: its argument checks (RNN.cu's
+    checkSizes: the gates 2-D and of one size; a bias 1-D of 4H, and both biases or neither; one
+    dtype), its arithmetic and its three outputs (h, c and a workspace)."""
+    from fairseq_luong.modules.luong_decoder import lstm_cell_update
+    assert input_gates.dim() == 2 and input_gates.shape == hidden_gates.shape
+    assert input_gates.dtype == hidden_gates.dtype == cx.dtype  # one scalar type: the kernel reads them as one
+    assert cx.numel() == input_gates.numel() // 4
+    assert (input_bias is None) == (hidden_bias is None)
+    gates = input_gates + hidden_gates
+    if input_bias is not None:
+        assert input_bias.shape == hidden_bias.shape == (input_gates.size(1),)
+        gates = gates + input_bias + hidden_bias
+    h, c = lstm_cell_update(gates, cx)
+    return h, c, gates

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import REPO, SHARED_DATA
+from tests.helpers import REPO, SHARED_DATA, fused_lstm_cell_on_the_cpu
 
 BENCH = REPO / "scripts" / "bench"
 
@@ -356,22 +356,6 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     assert re.search(r"\| compile cell \| failed: computes other numbers than eager \(max \|difference\| [\d.e-]+\), "
                      r"not timed \| - \|", out), out
     assert re.search(r"\| compile layer step \| [\d.]+ \| [\d.]+x \|", out), out
-
-
-def fused_lstm_cell_on_the_cpu(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
-    """aten::_thnn_fused_lstm_cell (CUDA only) on the CPU: its argument checks (RNN.cu's
-    checkSizes: the gates 2-D and of one size; a bias 1-D of 4H, and both biases or neither),
-    its arithmetic and its three outputs (h, c and a workspace)."""
-    from fairseq_luong.modules.luong_decoder import lstm_cell_update
-    assert input_gates.dim() == 2 and input_gates.shape == hidden_gates.shape
-    assert cx.numel() == input_gates.numel() // 4
-    assert (input_bias is None) == (hidden_bias is None)
-    gates = input_gates + hidden_gates
-    if input_bias is not None:
-        assert input_bias.shape == hidden_bias.shape == (input_gates.size(1),)
-        gates = gates + input_bias + hidden_bias
-    h, c = lstm_cell_update(gates, cx)
-    return h, c, gates
 
 
 @pytest.mark.parametrize("bias_only", [False, True], ids=["first layer", "layer above"])
