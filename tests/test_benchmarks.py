@@ -183,6 +183,14 @@ def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "--systems bound_feed: the bounds time this machine's CPU kernels (speed_bounds.py); run them with "
         "--device cpu")
+    # a GPU run once measured every row, then stopped at the table with a KeyError: no lstm to divide by
+    for systems, reference in ((["luong_global_general"], "lstm"), (["rnnsearch", "lstm"], "lstm_bi1")):
+        proc = bench("--systems", *systems, "--before", REPO, "--shape", "paper", "--vocab", 300, "--sizes", "1x16",
+                     "--repeats", 1, "--updates", 2, "--gen-sentences", 8, "--gen-batch", 8, "--threads", 1,
+                     "--gemm-size", 512, "--work", tmp_path)  # tiny: what it measures without the refusal
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+            f"--systems {' '.join(systems)}: add {reference}, the reference the ratios are measured against in the "
+            "same run")
     proc = bench("--sizes", "4by1000", "--work", tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "--sizes 4by1000: LAYERSxHIDDEN, e.g. 4x1000")

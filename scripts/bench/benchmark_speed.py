@@ -472,6 +472,11 @@ def parse(argv):
     elif args.device == "cuda" and set(args.systems) & set(BOUNDS):
         parser.error(f"--systems {' '.join(sorted(set(args.systems) & set(BOUNDS)))}: the bounds time this "
                      "machine's CPU kernels (speed_bounds.py); run them with --device cpu")
+    # every ratio is against its reference in the same run: refused now, not after the measurements
+    missing = sorted({REFERENCE.get(n, "lstm") for n in args.systems} - set(args.systems))
+    if missing:
+        parser.error(f"--systems {' '.join(args.systems)}: add {' '.join(missing)}, the reference the ratios are "
+                     "measured against in the same run")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device here")
     if args.shape == "paper" and args.vocab < 100:
