@@ -354,6 +354,10 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     compile_bench.main(args + ["--dtype", "bf16"])
     out = capsys.readouterr().out
     assert ", bf16, CPU, 1 thread," in out and "| compile cell | " in out
+    # timed in bfloat16 too: each against eager in float32, within a few times eager's own rounding
+    assert re.search(r"\| compile layer step \| [\d.]+ \| [\d.]+x \|", out), out
+    own, limit = map(float, re.search(r"\(eager in bf16: ([\d.e-]+); limit ([\d.e-]+)\)", out).groups())
+    assert 0 < own < limit, out  # bfloat16 rounds: eager's own difference from float32 is not 0
     assert "| compile layer step, reduce-overhead | failed: RuntimeError: cudagraphs refused | - |" in out
     monkeypatch.setattr(compile_bench.torch, "compile", real_compile)
     # a variant that computes other numbers is a row saying so, not timed; the others are
@@ -361,8 +365,8 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     monkeypatch.setattr(compile_bench, "lstm_cell_update", lambda gates, c: [x * 1.01 for x in cell(gates, c)])
     compile_bench.main(args)
     out = capsys.readouterr().out
-    assert re.search(r"\| compile cell \| failed: computes other numbers than eager \(max \|difference\| [\d.e-]+\), "
-                     r"not timed \| - \|", out), out
+    assert re.search(r"\| compile cell \| failed: computes other numbers than eager \(relative difference [\d.e-]+ "
+                     r"from eager in float32, limit 0.0001\), not timed \| - \|", out), out
     assert re.search(r"\| compile layer step \| [\d.]+ \| [\d.]+x \|", out), out
 
 
