@@ -130,3 +130,26 @@ def test_gpu_check_without_cuda_checks_nothing_in_one_line(tmp_path):
                           env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"))
     assert proc.returncode == 0 and proc.stdout.startswith("gpu_check.py: no CUDA device here")
     assert not (tmp_path / "cuda").exists()
+
+
+@pytest.mark.full
+def test_gpu_check_with_no_checks_runs_the_speed_table_alone(tmp_path):
+    """gpu_check.py --no-checks: the speed table without the checks, which took 300 s on an H200
+    (2026-11-28) and with a table outlasted the session's budget; with --speed none it refuses."""
+    def gpu_check(*args):
+        return subprocess.run([sys.executable, str(REPO / "scripts" / "bench" / "gpu_check.py"), "--device", "cpu",
+                               "--no-checks", "--updates", "20", "--size", "16",  # without --no-checks: quick checks
+                               "--out", str(tmp_path / "out"), *args], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1"))
+    proc = gpu_check("--speed", "none")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "--no-checks with --speed none: nothing to run")
+    proc = gpu_check("--speed", "--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --systems lstm "
+                     "luong_global_general --repeats 1 --updates 2 --gen-sentences 8 --gen-batch 8 --threads 1 "
+                     "--gemm-size 512")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    assert [(r["check"], r["result"]) for r in result["rows"]] == [("speed table (benchmark_speed.py)", "PASS")]
+    assert [line.split(" | ")[2] for line in result["speed"]["table"] if line.startswith("| 1x16")] == [
+        "lstm", "luong_global_general"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_check.json", "speed", "speed.log"]

@@ -26,7 +26,7 @@ Then the speed table: scripts/bench/benchmark_speed.py on the same device, fairs
 against our models side by side in one run, training and beam-5 translation in float32,
 --fp16 and --bf16, at Luong et al.'s shape (4 x 1000, a 50K vocabulary, 128 sentences of
 about 30 words; synthetic), with the share of wall time the GPU is busy. --speed gives its
-options instead (--speed none: no speed table).
+options instead (--speed none: no speed table; --no-checks: the table alone).
 
 On a machine without CUDA, --device cuda says so in one line and checks nothing. The
 tables also go to --out as JSON, with the GPU's name, torch's version and the commit.
@@ -282,7 +282,11 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=128, help="units of the models (2 layers)")
     parser.add_argument("--speed", default=SPEED, help=f"benchmark_speed.py's options (default: {SPEED}); "
                         "none: no speed table")
+    parser.add_argument("--no-checks", action="store_true", help="the speed table only (the checks took 300 s on "
+                        "an NVIDIA H200: with a table they can outlast one 10-minute device call)")
     args = parser.parse_args(argv)
+    if args.no_checks and args.speed == "none":
+        parser.error("--no-checks with --speed none: nothing to run")
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -294,12 +298,13 @@ def main(argv=None):
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU (standing in for a GPU)"
     t0 = time.time()
     checks = Checks(args)
-    checks.prepare()
-    checks.loss_and_translations()
-    checks.precision()
-    checks.fused_fp16()
-    checks.perspe()
-    checks.several()
+    if not args.no_checks:
+        checks.prepare()
+        checks.loss_and_translations()
+        checks.precision()
+        checks.fused_fp16()
+        checks.perspe()
+        checks.several()
     speed = checks.speed()
     header = f"device {device}, torch {torch.__version__}, commit {revision}, {time.time() - t0:.0f} s"
     print(f"| check | result | numbers |  ({header})\n|---|---|---|")

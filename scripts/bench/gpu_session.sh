@@ -8,10 +8,11 @@
 #                                                     table (what the tests run; about 2.5 min on 2 cores)
 # Options: --speed "OPTIONS"  benchmark_speed.py's options for the speed table (default below;
 #                             none: no speed table)
-#          --budget SECONDS   gpu_check.py is stopped after this long (default 480); what it wrote
+#          --budget SECONDS   gpu_check.py is stopped after this long (default 520); what it wrote
 #                             by then still comes back
 #          --work DIR         gpu_check.py's work folder, emptied first (default work_dir/gpu_check)
-#          -- ...             further options for gpu_check.py (e.g. -- --updates 100)
+#          -- ...             further options for gpu_check.py (e.g. -- --updates 100; -- --no-checks:
+#                             the speed table alone)
 #
 # 1. Without CUDA (and without --cpu-stand-in) it stops at once: one line, exit status 1.
 # 2. Installs the wheels in .whl/ (scripts/bench/gpu_wheels.sh fills it here; the device call
@@ -22,11 +23,12 @@
 #    its models, criterions and task with fairseq and that fairseq-train starts.
 # 3. Prints the machine (nvidia-smi, Python, torch, CUDA, cuDNN, the commit: .whl/COMMIT's when
 #    the files' digest is the one recorded there, else git's, marked) and runs gpu_check.py: on
-#    the GPU its checks at their defaults and this speed table (12 measurements, each a fresh
+#    the GPU its checks at their defaults and this speed table (6 measurements, each a fresh
 #    process):
-#      --shape paper --sizes 4x1000 --precisions float32 bf16 --repeats 1 --updates 20
+#      --shape paper --sizes 4x1000 --precisions bf16 --repeats 1 --updates 20
 #      --gen-sentences 256 --systems lstm luong_global_general luong_global_general_no_feed
-#    estimated at 5 to 8 min in all on an H100 (docs/gpu.md says how).
+#    On an NVIDIA H200 (2026-11-28) the install and preflight took 27 s, the checks 300 s and 6
+#    measurements 139 s: about 470 s in all (docs/gpu.md).
 # 4. Writes under $OUT (set by the device tool; else work_dir/gpu_session): gpu_session.log (all
 #    the output), machine.txt, gpu_check.md (the tables), gpu_check.json and
 #    gpu_check_logs.tar.gz (every command's log). Exit status: gpu_check.py's (1: a check
@@ -34,7 +36,7 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-SPEED="--shape paper --sizes 4x1000 --precisions float32 bf16 --repeats 1 --updates 20 --gen-sentences 256 \
+SPEED="--shape paper --sizes 4x1000 --precisions bf16 --repeats 1 --updates 20 --gen-sentences 256 \
 --systems lstm luong_global_general luong_global_general_no_feed"
 # the tests' tiny table (tests/test_gpu_paths.py)
 STAND_IN_SPEED="--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --systems lstm luong_global_general \
@@ -42,7 +44,7 @@ STAND_IN_SPEED="--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --syste
 PY="${PYTHON:-python3}"
 SITE="${GPU_SESSION_SITE:-/tmp/site}"
 
-stand_in=0 speed="" budget=480 work="$REPO/work_dir/gpu_check" extra=()
+stand_in=0 speed="" budget=520 work="$REPO/work_dir/gpu_check" extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
