@@ -14,6 +14,10 @@ from fairseq.data import Dictionary
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "fairseq_luong")
 SHARED_DATA = REPO.parent / "shared" / "data"
+# benchmark_speed.py at its smallest (Luong et al.'s shape written small: seconds on one thread);
+# a test adds --systems, --precisions and the rest
+TINY_SPEED = ["--shape", "paper", "--vocab", "300", "--sizes", "1x16", "--repeats", "1", "--updates", "2",
+              "--gen-sentences", "8", "--gen-batch", "8", "--threads", "1", "--gemm-size", "512"]
 
 LUONG_ARCHS = [
     "luong_lstm",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import REPO, SHARED_DATA, fused_lstm_cell_on_the_cpu
+from tests.helpers import REPO, SHARED_DATA, TINY_SPEED, fused_lstm_cell_on_the_cpu
 
 BENCH = REPO / "scripts" / "bench"
 
@@ -133,10 +133,8 @@ def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_share
     per precision and system, fairseq's lstm the reference of each block, the device, torch and
     commit in the header, the busy shares as percentages; the bounds run in float32 only.
     (--bf16 runs in test_gpu_session.py's CPU stand-in session, through the same benchmark.)"""
-    proc = bench("--shape", "paper", "--vocab", 300, "--sizes", "1x16", "--precisions", "float32", "fp16",
-                 "--systems", "lstm", "luong_global_general", "bound_feed", "--repeats", 1, "--updates", 2,
-                 "--gen-sentences", 8, "--gen-batch", 8, "--busy", "--busy-steps", 1, "--threads", 1,
-                 "--gemm-size", 512, "--work", tmp_path)
+    proc = bench(*TINY_SPEED, "--precisions", "float32", "fp16", "--systems", "lstm", "luong_global_general",
+                 "bound_feed", "--busy", "--busy-steps", 1, "--work", tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("# device CPU, 1 thread, torch ") and " commit " in lines[0]
@@ -185,9 +183,8 @@ def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
         "--device cpu")
     # a GPU run once measured every row, then stopped at the table with a KeyError: no lstm to divide by
     for systems, reference in ((["luong_global_general"], "lstm"), (["rnnsearch", "lstm"], "lstm_bi1")):
-        proc = bench("--systems", *systems, "--before", REPO, "--shape", "paper", "--vocab", 300, "--sizes", "1x16",
-                     "--repeats", 1, "--updates", 2, "--gen-sentences", 8, "--gen-batch", 8, "--threads", 1,
-                     "--gemm-size", 512, "--work", tmp_path)  # tiny: what it measures without the refusal
+        proc = bench("--systems", *systems, "--before", REPO, *TINY_SPEED,
+                     "--work", tmp_path)  # tiny: what it measures without the refusal
         assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
             f"--systems {' '.join(systems)}: add {reference}, the reference the ratios are measured against in the "
             "same run")

@@ -19,7 +19,7 @@ import torch
 
 import fairseq_luong  # noqa: F401  (checkpoint allowlist for torch.load)
 from fairseq_luong.criterions.fused_label_smoothed_cross_entropy import fused_output_loss
-from tests.helpers import REPO, SHARED_DATA, make_wmt14_release
+from tests.helpers import REPO, SHARED_DATA, TINY_SPEED, make_wmt14_release
 
 TINY = ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-hidden-size", "16",
         "--decoder-hidden-size", "16", "--encoder-layers", "2", "--decoder-layers", "2"]
@@ -144,9 +144,8 @@ def test_gpu_check_with_no_checks_runs_the_speed_table_alone(tmp_path):
     proc = gpu_check("--speed", "none")
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "--no-checks with --speed none: nothing to run")
-    proc = gpu_check("--speed", "--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --systems lstm "
-                     "luong_global_general --repeats 1 --updates 2 --gen-sentences 8 --gen-batch 8 --threads 1 "
-                     "--gemm-size 512")
+    proc = gpu_check("--speed", " ".join([*TINY_SPEED, "--precisions", "bf16", "--systems", "lstm",
+                                          "luong_global_general"]))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
     assert [(r["check"], r["result"]) for r in result["rows"]] == [("speed table (benchmark_speed.py)", "PASS")]
