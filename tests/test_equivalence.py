@@ -455,3 +455,50 @@ def test_rnnsearch_paper_size_and_initialisation():
     assert score.W_k.weight.std().item() == pytest.approx(0.001, rel=0.02)  # U_a
     assert (score.v_a.weight == 0).all() and (dec.U_o.bias == 0).all()
     assert dec.embed_tokens.weight[1:].std().item() == pytest.approx(0.01, rel=0.1)
+
+
+def _cpu_stand_in_for_the_fused_kernel(input_gates, hidden_gates, c, bias=None):
+    """aten::_thnn_fused_lstm_cell's arithmetic (CUDA only) on the CPU: the cell of the summed gates."""
+    from fairseq_luong.modules.luong_decoder import lstm_cell_update
+    return lstm_cell_update(input_gates + hidden_gates + (0 if bias is None else bias), c)
+
+
+@pytest.mark.parametrize("arch,extra", [
+    ("luong_global_general", []),
+    ("luong_localp", ["--decoder-layers", "3", "--encoder-layers", "3"]),
+    ("luong_global_location", ["--reverse-source"]),
+])
+def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, monkeypatch):
+    """On CUDA the input-feeding step runs the gate sums and the cell in PyTorch's fused kernel
+    (luong_decoder._fused_layer_step); here a CPU stand-in for the kernel takes its place:
+    training (the fused weight, split above layer 0) gives the eager path's outputs and every
+    gradient, and incremental decoding (the two inference weights) its outputs, with dropout."""
+    from fairseq_luong.modules import luong_decoder
+    model, task = tiny(arch, "--dropout", "0.3", *extra)
+    batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 3, 6))
+    net_input = (batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])
+    runs = []
+    for fused in (False, True):
+        with monkeypatch.context() as patches:
+            if fused:
+                calls = []
+                patches.setattr(luong_decoder, "fused_cell_here", lambda gates: True)
+                patches.setattr(luong_decoder, "fused_lstm_cell",
+                                lambda *a: calls.append(len(a)) or _cpu_stand_in_for_the_fused_kernel(*a))
+            model.train()
+            model.zero_grad()
+            torch.manual_seed(1)  # the same dropout masks
+            logits, _ = model(*net_input)
+            (logits.log_softmax(-1)[..., 5].sum()).backward()
+            grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+            model.eval()
+            with torch.no_grad():
+                enc, state, steps = model.encoder(*net_input[:2]), {}, []
+                for t in range(net_input[2].size(1)):
+                    steps.append(model.decoder(net_input[2][:, : t + 1], encoder_out=enc, incremental_state=state)[0])
+            runs.append([logits, *grads, torch.cat(steps, 1)])
+            if fused:  # the kernel ran with and without a bias (layers above the first)
+                assert set(calls) == {3, 4}, calls
+    assert len(runs[0]) == len(runs[1])
+    for eager, fused in zip(*runs):
+        torch.testing.assert_close(fused, eager, rtol=1e-5, atol=1e-6)

@@ -53,13 +53,46 @@ def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
     return h, c
 
 
+def fused_cell_here(gates: Tensor) -> bool:
+    """Whether ``fused_lstm_cell`` runs for these gates: PyTorch has the kernel for CUDA only."""
+    return gates.is_cuda
+
+
+def fused_lstm_cell(input_gates: Tensor, hidden_gates: Tensor, c: Tensor,
+                    bias: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """``lstm_cell_update`` of input_gates + hidden_gates (+ bias) in PyTorch's fused kernel
+    (what ``nn.LSTMCell`` runs on CUDA): one launch for the sums and the cell, and one for its
+    backward, where the eager cell launches nine. rows x 4H, rows x 4H, rows x H, 4H -> h, c."""
+    h, c, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, c, bias)
+    return h, c
+
+
+def _fused_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
+                      weights: Tuple[Tensor, ...]) -> Tuple[Tensor, Tensor]:
+    """``lstm_layer_step`` with the gate sums in the fused kernel: layer 0's hoisted gates
+    (rows x 4H) are its input gates; a layer's bias (4H) is the kernel's bias, and its fused
+    weight's two halves (views) multiply below and h without a cat."""
+    bias = gates if gates.dim() == 1 else None
+    if len(weights) == 2:  # inference: W_in^T, W_hh^T
+        inp = below.mm(weights[0]) if bias is not None else torch.addmm(gates, below, weights[0])  # rows x 4H
+        return fused_lstm_cell(inp, h.mm(weights[1]), c, bias)
+    W = weights[0]  # (in + H) x 4H
+    if bias is None:
+        return fused_lstm_cell(gates, torch.cat((below, h), 1).mm(W), c)
+    n = below.size(1)
+    return fused_lstm_cell(below.mm(W[:n]), h.mm(W[n:]), c, bias)
+
+
 def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
                     weights: Tuple[Tensor, ...]) -> Tuple[Tensor, Tensor]:
     """One layer and step of the input-feeding loop: gates + [below; h_{t-1}] @ W, then the cell.
 
-    gates: rows x 4H (what is already known: layer 0's embedding gates, or the bias);
+    gates: rows x 4H (what is already known: layer 0's embedding gates) or 4H (the bias);
     weights: ([W_in W_hh]^T,) fused, one GEMM, or (W_in^T, W_hh^T), two (``_gate_weights``).
+    On CUDA, in one precision throughout, the sums and the cell run in PyTorch's fused kernel.
     """
+    if fused_cell_here(gates) and gates.dtype == below.dtype == h.dtype == c.dtype == weights[0].dtype:
+        return _fused_layer_step(gates, below, h, c, weights)
     if len(weights) == 1:
         gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # rows x 4H
     else:
