@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from fairseq_luong.modules.luong_encoder import source_order
 from fairseq_luong.modules.row_schedule import RowSchedule, right_padded_lengths
-from tests.helpers import LUONG_ARCHS, build_model, collate, random_batch
+from tests.helpers import LUONG_ARCHS, build_model, collate, fused_lstm_cell_on_the_cpu, random_batch
 from tests.reference_decoders import luong_context
 
 SIZES = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8",
@@ -457,12 +457,6 @@ def test_rnnsearch_paper_size_and_initialisation():
     assert dec.embed_tokens.weight[1:].std().item() == pytest.approx(0.01, rel=0.1)
 
 
-def _cpu_stand_in_for_the_fused_kernel(input_gates, hidden_gates, c, bias=None):
-    """aten::_thnn_fused_lstm_cell's arithmetic (CUDA only) on the CPU: the cell of the summed gates."""
-    from fairseq_luong.modules.luong_decoder import lstm_cell_update
-    return lstm_cell_update(input_gates + hidden_gates + (0 if bias is None else bias), c)
-
-
 @pytest.mark.parametrize("arch,extra", [
     ("luong_global_general", []),
     ("luong_localp", ["--decoder-layers", "3", "--encoder-layers", "3"]),
@@ -483,8 +477,8 @@ def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, 
             if fused:
                 calls = []
                 patches.setattr(luong_decoder, "fused_cell_here", lambda gates: True)
-                patches.setattr(luong_decoder, "fused_lstm_cell",
-                                lambda *a: calls.append(len(a)) or _cpu_stand_in_for_the_fused_kernel(*a))
+                patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell",
+                                lambda *a: calls.append(a[0].shape) or fused_lstm_cell_on_the_cpu(*a))
             model.train()
             model.zero_grad()
             torch.manual_seed(1)  # the same dropout masks
@@ -497,8 +491,8 @@ def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, 
                 for t in range(net_input[2].size(1)):
                     steps.append(model.decoder(net_input[2][:, : t + 1], encoder_out=enc, incremental_state=state)[0])
             runs.append([logits, *grads, torch.cat(steps, 1)])
-            if fused:  # the kernel ran with and without a bias (layers above the first)
-                assert set(calls) == {3, 4}, calls
+            if fused:  # the kernel ran at every layer and step, in training and in decoding
+                assert len(calls) == 2 * net_input[2].size(1) * model.decoder.num_layers, calls
     assert len(runs[0]) == len(runs[1])
     for eager, fused in zip(*runs):
         torch.testing.assert_close(fused, eager, rtol=1e-5, atol=1e-6)

@@ -58,29 +58,27 @@ def fused_cell_here(gates: Tensor) -> bool:
     return gates.is_cuda
 
 
-def fused_lstm_cell(input_gates: Tensor, hidden_gates: Tensor, c: Tensor,
-                    bias: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    """``lstm_cell_update`` of input_gates + hidden_gates (+ bias) in PyTorch's fused kernel
-    (what ``nn.LSTMCell`` runs on CUDA): one launch for the sums and the cell, and one for its
-    backward, where the eager cell launches nine. rows x 4H, rows x 4H, rows x H, 4H -> h, c."""
-    h, c, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, c, bias)
+def fused_lstm_cell(input_gates: Tensor, hidden_gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
+    """``lstm_cell_update`` of input_gates + hidden_gates in PyTorch's fused kernel (what
+    ``nn.LSTMCell`` runs on CUDA): one launch for the sum and the cell, and one for its backward,
+    where the eager cell launches nine. rows x 4H, rows x 4H, rows x H -> h, c. (The kernel takes
+    a bias only as two, input and hidden, both given: the bias comes in the gates instead.)"""
+    h, c, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, c)
     return h, c
 
 
 def _fused_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
                       weights: Tuple[Tensor, ...]) -> Tuple[Tensor, Tensor]:
-    """``lstm_layer_step`` with the gate sums in the fused kernel: layer 0's hoisted gates
-    (rows x 4H) are its input gates; a layer's bias (4H) is the kernel's bias, and its fused
-    weight's two halves (views) multiply below and h without a cat."""
-    bias = gates if gates.dim() == 1 else None
+    """``lstm_layer_step`` with the gate sum in the fused kernel: layer 0's hoisted gates
+    (rows x 4H) are its input gates; a layer's bias (4H) is added by the GEMM on below, and the
+    fused weight's two halves (views) multiply below and h without a cat."""
     if len(weights) == 2:  # inference: W_in^T, W_hh^T
-        inp = below.mm(weights[0]) if bias is not None else torch.addmm(gates, below, weights[0])  # rows x 4H
-        return fused_lstm_cell(inp, h.mm(weights[1]), c, bias)
+        return fused_lstm_cell(torch.addmm(gates, below, weights[0]), h.mm(weights[1]), c)  # rows x 4H each
     W = weights[0]  # (in + H) x 4H
-    if bias is None:
+    if gates.dim() == 2:
         return fused_lstm_cell(gates, torch.cat((below, h), 1).mm(W), c)
     n = below.size(1)
-    return fused_lstm_cell(below.mm(W[:n]), h.mm(W[n:]), c, bias)
+    return fused_lstm_cell(torch.addmm(gates, below, W[:n]), h.mm(W[n:]), c)
 
 
 def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
