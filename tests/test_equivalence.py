@@ -496,3 +496,40 @@ def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, 
     assert len(runs[0]) == len(runs[1])
     for eager, fused in zip(*runs):
         torch.testing.assert_close(fused, eager, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch's fused LSTM cell is CUDA only")
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_on_a_gpu_the_fused_cell_computes_the_eager_cells_numbers(dtype, tol, monkeypatch):
+    """The real kernel (aten::_thnn_fused_lstm_cell) against the eager cell on the same GPU:
+    training's logits and every gradient, and incremental decoding's outputs, 3 layers, dropout."""
+    from fairseq_luong.modules import luong_decoder
+    model, task = tiny("luong_global_general", "--dropout", "0.3", "--decoder-layers", "3",
+                       "--encoder-layers", "3")
+    model = model.to("cuda", dtype)
+    batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 3, 6))
+    net_input = [batch[k].cuda() for k in ("src_tokens", "src_lengths", "prev_output_tokens")]
+    runs = []
+    for fused in (True, False):
+        with monkeypatch.context() as patches:
+            calls = []
+            kernel = torch.ops.aten._thnn_fused_lstm_cell
+            patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell", lambda *a: calls.append(1) or kernel(*a))
+            if not fused:
+                patches.setattr(luong_decoder, "fused_cell_here", lambda gates: False)
+            model.train()
+            model.zero_grad()
+            torch.manual_seed(1)  # the same dropout masks
+            torch.cuda.manual_seed(1)
+            logits, _ = model(*net_input)
+            logits.float().log_softmax(-1)[..., 5].sum().backward()
+            grads = [p.grad.float() for p in model.parameters() if p.grad is not None]
+            model.eval()
+            with torch.no_grad():
+                enc, state, steps = model.encoder(*net_input[:2]), {}, []
+                for t in range(net_input[2].size(1)):
+                    steps.append(model.decoder(net_input[2][:, : t + 1], encoder_out=enc, incremental_state=state)[0])
+            runs.append([logits.float(), *grads, torch.cat(steps, 1).float()])
+            assert len(calls) == (2 * net_input[2].size(1) * 3 if fused else 0)
+    for fused, eager in zip(*runs):
+        torch.testing.assert_close(fused, eager, rtol=tol, atol=tol)

@@ -54,8 +54,9 @@ def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
 
 
 def fused_cell_here(gates: Tensor) -> bool:
-    """Whether ``fused_lstm_cell`` runs for these gates: PyTorch has the kernel for CUDA only."""
-    return gates.is_cuda
+    """Whether ``fused_lstm_cell`` runs for these gates: PyTorch has the kernel for CUDA only, and
+    torch.compile has no meta function for it that works without biases (it traces the eager cell)."""
+    return gates.is_cuda and not torch.compiler.is_compiling()
 
 
 def fused_lstm_cell(input_gates: Tensor, hidden_gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
