@@ -332,9 +332,10 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     out = capsys.readouterr().out
     assert "# every variant timed computes eager's loss and gradients" in out and ", float32, CPU, 1 thread," in out
     assert [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ") and "---" not in line] == [
-        "| variant", "| eager", "| compile cell", "| compile layer step", "| compile layer step, reduce-overhead",
-        "| deferred weight gradient", "| fused CUDA cell"]
-    assert "| fused CUDA cell | failed: needs --device cuda" in out
+        "| variant", "| eager", "| cell not fused", "| fused cell, one GEMM", "| compile cell", "| compile layer step",
+        "| compile layer step, reduce-overhead", "| deferred weight gradient"]
+    assert "| fused cell, one GEMM | failed: needs --device cuda" in out
+    assert "| cell not fused | failed: on the CPU this is eager" in out
     # bfloat16 (fairseq-train --bf16), checked against eager in bfloat16; a variant that cannot be
     # compiled here (CUDA graphs on a GPU, say) is a row saying why, the others are timed
     real_compile = compile_bench.torch.compile
@@ -368,11 +369,11 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
 
 
 @pytest.mark.parametrize("bias_only", [False, True], ids=["first layer", "layer above"])
-def test_the_fused_cuda_cell_variant_computes_the_layer_steps_numbers(bias_only, monkeypatch):
-    """benchmark_compile.py's "fused CUDA cell" with a CPU stand-in for PyTorch's CUDA-only kernel
-    that checks its arguments as the kernel does: the first layer's hoisted gates, or a layer's
-    bias broadcast over the rows with the weight split in two, give lstm_layer_step's h, c and
-    gradients."""
+def test_the_fused_one_gemm_variant_computes_the_layer_steps_numbers(bias_only, monkeypatch):
+    """benchmark_compile.py's "fused cell, one GEMM" with a CPU stand-in for PyTorch's CUDA-only
+    kernel that checks its arguments as the kernel does: the first layer's hoisted gates, or a
+    layer's bias broadcast over the rows as the kernel's input gates, give lstm_layer_step's h, c
+    and gradients (the decoder's eager path on the CPU)."""
     compile_bench = load("benchmark_compile")
     monkeypatch.setattr(compile_bench.torch.ops.aten, "_thnn_fused_lstm_cell", fused_lstm_cell_on_the_cpu)
     torch.manual_seed(0)
@@ -381,10 +382,10 @@ def test_the_fused_cuda_cell_variant_computes_the_layer_steps_numbers(bias_only,
     hoisted = torch.randn(rows, 4 * H, requires_grad=True)
     below, h, c = (torch.randn(rows, k, requires_grad=True) for k in (n, H, H))
     W = torch.randn(n + H, 4 * H, requires_grad=True)
-    leaves = [bias if bias_only else hoisted, below, h, c, W]
+    gates = bias if bias_only else hoisted
+    leaves = [gates, below, h, c, W]
     results = []
-    for step in (compile_bench.lstm_layer_step, compile_bench.layer_step_fused_cell):
-        gates = bias.expand(rows, 4 * H) if bias_only else hoisted
+    for step in (compile_bench.lstm_layer_step, compile_bench.layer_step_fused_one_gemm):
         out_h, out_c = step(gates, below, h, c, (W,))
         grads = torch.autograd.grad((out_h * 1.5 + out_c).sum(), leaves)
         results.append([out_h, out_c, *grads])

@@ -6,24 +6,30 @@ stacked LSTM layers (``fairseq_luong.modules.luong_decoder.lstm_layer_step``: on
 on [input; h] and the LSTM cell per layer and step), forward
 + backward over T steps, three ways, alternating, medians of --repeats:
 
-* eager: what the decoder runs (``lstm_layer_step`` with fused training weights);
+* eager: what the decoder runs (``lstm_layer_step`` with fused training weights: layer 0's
+  hoisted embedding gates, rows x 4H, and above it the layer's bias, 4H). On CUDA, in one
+  precision, that is PyTorch's fused LSTM cell kernel (``aten::_thnn_fused_lstm_cell``, what
+  ``nn.LSTMCell`` and fairseq's ``lstm`` run there; the plugin's since b38fd11), the bias added
+  by a GEMM on the layer's input and h multiplied by the weight's other half;
+* cell not fused: the cell in nine elementwise kernels after one GEMM on [input; h], what the
+  decoder runs on the CPU (there it is eager's row, so CUDA only);
+* fused cell, one GEMM: the fused kernel with one GEMM on [input; h] as its hidden gates and,
+  above layer 0, the bias broadcast over the rows (a stride-0 view) as its input gates: one
+  GEMM a layer and step fewer than eager, one cat more (CUDA only);
 * compile cell: ``torch.compile`` of ``lstm_cell_update`` alone (it fuses the
   elementwise gate arithmetic into one kernel);
-* compile layer step: ``torch.compile`` of ``lstm_layer_step`` (GEMM + cell);
+* compile layer step: ``torch.compile`` of ``lstm_layer_step`` (GEMM + cell; under compile the
+  plugin leaves the fused kernel out: torch.compile has no meta function for it without biases);
 * compile layer step, reduce-overhead: the same with ``mode="reduce-overhead"``, which on
   CUDA replays each step as a CUDA graph (one launch instead of one per kernel: issue 38's
   "CUDA graphs"; on the CPU it compiles as the row above);
-* deferred weight gradient: eager, but the backward computes each layer's gate-weight
+* deferred weight gradient: the cell not fused, but the backward computes each layer's gate-weight
   gradient in one GEMM over all steps (cat(inputs)^T @ cat(gate gradients)) instead of one
   per step (issue 38's "recurrent weight gradient once per layer"): T - 1 fewer launches a
   layer on a GPU. On this CPU at 2 x 256 it was 0.93x eager (one prototype run), so the plugin
-  does not do it unless a GPU shows it pays;
-* fused CUDA cell: PyTorch's own fused LSTM cell kernel (``aten::_thnn_fused_lstm_cell``, what
-  ``nn.LSTMCell`` and fairseq's ``lstm`` run on CUDA), which also adds the two gate products:
-  issue 38's "PyTorch's fused LSTM cell". CUDA only (its row says so on the CPU).
+  does not do it unless a GPU shows it pays.
 
-On CUDA (``--device cuda``) the compiled cell is one fused kernel, where eager launches nine:
-the "fused LSTM cell" of issue 38, measured without changing the plugin. ``--dtype bf16``
+``--dtype bf16``
 runs the weights and activations in bfloat16, as ``fairseq-train --bf16`` does. Compilation
 time is excluded (two warm-up runs), so this is the best case for compile; a variant that
 fails to compile or run, or computes other numbers than eager, is reported in its row, not
@@ -38,7 +44,7 @@ import statistics
 import torch
 from bench_device import DTYPES, DeviceClock
 
-from fairseq_luong.modules.luong_decoder import lstm_cell_update, lstm_layer_step
+from fairseq_luong.modules.luong_decoder import fused_lstm_cell, lstm_cell_update, lstm_layer_step
 
 # A variant's loss and gradients against eager's in float32 on the same inputs, each tensor as
 # ||variant - eager32|| / ||eager32||: at most LIMIT_FLOOR, or OWN_ROUNDING times eager's own
@@ -88,24 +94,17 @@ class DeferredWeightGradient:
         return lstm_cell_update(_GateProduct.apply(gates, torch.cat((below, h), 1), weights[0], bucket, first), c)
 
 
-def fused_cuda_cell(input_gates, hidden_gates, c):
-    """The LSTM cell of gates = input_gates + hidden_gates in PyTorch's fused kernel (CUDA only);
-    rows x 4H, rows x 4H, rows x H -> h, c: rows x H. (The kernel takes a bias only as two,
-    input and hidden, both given.)"""
-    h, c, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, c)
-    return h, c
+def layer_step_cell_not_fused(gates, below, h, c, weights):
+    """``lstm_layer_step``'s eager path with the cell in nine kernels (the CPU's path)."""
+    return lstm_cell_update(torch.addmm(gates, torch.cat((below, h), 1), weights[0]), c)  # rows x 4H
 
 
-def layer_step_fused_cell(gates, below, h, c, weights):
-    """``lstm_layer_step``'s numbers with the cell (and the gate sum) in ``fused_cuda_cell``.
-    The first layer adds its hoisted embedding gates in the kernel; a layer above it, whose
-    gates are its bias broadcast over the rows, multiplies below and h by the fused weight's two
-    halves (views), the bias added by the first GEMM: no cat."""
-    W = weights[0]  # (in + H) x 4H
-    n = below.size(1)
-    if gates.stride(0) == 0:  # the bias, expanded to rows x 4H
-        return fused_cuda_cell(torch.addmm(gates[0], below, W[:n]), h.mm(W[n:]), c)
-    return fused_cuda_cell(gates, torch.cat((below, h), 1).mm(W), c)  # rows x 4H each
+def layer_step_fused_one_gemm(gates, below, h, c, weights):
+    """``lstm_layer_step``'s numbers in PyTorch's fused kernel (CUDA only) with one GEMM: the
+    hidden gates are [below; h] @ W (rows x 4H); the input gates are layer 0's hoisted gates, or a
+    layer's bias (4H) as a rows x 4H view of stride 0 (the kernel indexes by strides)."""
+    hidden_gates = torch.cat((below, h), 1).mm(weights[0])  # rows x 4H
+    return fused_lstm_cell(gates.expand_as(hidden_gates), hidden_gates, c)
 
 
 def main(argv=None):
@@ -140,12 +139,12 @@ def main(argv=None):
         gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # as lstm_layer_step
         return cell_c(gates, c)
 
-    variants = {"eager": lstm_layer_step, "compile cell": layer_step_cell_compiled,
+    variants = {"eager": lstm_layer_step, "cell not fused": layer_step_cell_not_fused,
+                "fused cell, one GEMM": layer_step_fused_one_gemm, "compile cell": layer_step_cell_compiled,
                 "compile layer step": torch.compile(lstm_layer_step, dynamic=False),
                 "compile layer step, reduce-overhead": torch.compile(lstm_layer_step, dynamic=False,
                                                                      mode="reduce-overhead"),
-                "deferred weight gradient": DeferredWeightGradient(),
-                "fused CUDA cell": layer_step_fused_cell}
+                "deferred weight gradient": DeferredWeightGradient()}
 
     def run(fn, W=W, b=b, xg=xg):
         """Forward and backward of T steps through L layers; the loss."""
@@ -159,7 +158,7 @@ def main(argv=None):
         for t in range(T):
             below = feed
             for i in range(L):
-                gates = xg[t] if i == 0 else b[i].expand(R, 4 * H)
+                gates = xg[t] if i == 0 else b[i]  # rows x 4H, or 4H: as the decoder calls it
                 hs[i], cs[i] = fn(gates, below, hs[i], cs[i], W[i])
                 below = hs[i]
             feed = torch.tanh(hs[-1])  # stands in for attention + W_c
@@ -175,7 +174,8 @@ def main(argv=None):
 
     failed = {}
     if args.device != "cuda":
-        failed["fused CUDA cell"] = "needs --device cuda (PyTorch has the fused LSTM cell kernel for CUDA only)"
+        failed["cell not fused"] = "on the CPU this is eager (the fused kernel is CUDA only)"
+        failed["fused cell, one GEMM"] = "needs --device cuda (PyTorch has the fused LSTM cell kernel for CUDA only)"
     for k, fn in variants.items():
         if k in failed:
             continue
