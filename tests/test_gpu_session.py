@@ -233,7 +233,32 @@ def test_the_session_stopped_by_its_budget_keeps_what_it_did(tmp_path):
     written = sorted(f"./{p.relative_to(work)}" for p in work.rglob("*.log"))
     with tarfile.open(out / "gpu_check_logs.tar.gz") as tar:
         assert written and sorted(tar.getnames()) == written
-    assert not (out / "gpu_check.json").exists()
+    # gpu_check.json holds every check the log reported finished (written after each), if any
+    reported = re.findall(r"^\[gpu_check\] (.+): (PASS|FAIL|n/a) \(", proc.stdout, re.M)
+    rows = json.loads((out / "gpu_check.json").read_text())["rows"] if (out / "gpu_check.json").exists() else []
+    assert [(r["check"], r["result"]) for r in rows] == reported
+
+
+def test_gpu_check_writes_its_json_after_each_check(tmp_path):
+    """gpu_check.py's gpu_check.json is written as each check finishes, not only at the end: a
+    device call's time limit or gpu_session.sh's --budget stopped the checks on an H200 (2026-11-28)
+    and took their rows with them."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(BENCH))
+    args = gpu_check.argparse.Namespace(out=str(tmp_path), device="cpu")
+    checks = gpu_check.Checks(args, {"device": "CPU", "torch": torch.__version__, "commit": "abc1234"})
+    checks.add("first check", True, "1.0 against 1.0")
+    on_disk = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert on_disk == {"device": "CPU", "torch": torch.__version__, "commit": "abc1234",
+                       "rows": [{"check": "first check", "result": "PASS", "numbers": "1.0 against 1.0"}],
+                       "speed": None}
+    checks.add("second check", False, "2.0 against 1.0")
+    assert [r["result"] for r in json.loads((tmp_path / "gpu_check.json").read_text())["rows"]] == ["PASS", "FAIL"]
+    checks.save({"command": "benchmark_speed.py", "table": ["| a |"]})
+    assert json.loads((tmp_path / "gpu_check.json").read_text())["speed"]["table"] == ["| a |"]
 
 
 def test_translations_on_two_devices_may_differ_only_where_their_scores_tie():

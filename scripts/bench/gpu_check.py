@@ -101,8 +101,9 @@ def compare_translations(cpu, device, tolerance=SCORE_TOLERANCE):
 
 
 class Checks:
-    def __init__(self, args):
+    def __init__(self, args, about=None):
         self.args, self.rows = args, []
+        self.about = about or {}  # device, torch, commit: the head of gpu_check.json
         self.work = args.out
         self.cpu_flags = ["--cpu"]  # the reference side
         self.dev_flags = ["--cpu"] if args.device == "cpu" else []
@@ -112,6 +113,13 @@ class Checks:
         self.rows.append({"check": name, "result": "n/a" if ok is None else ("PASS" if ok else "FAIL"),
                           "numbers": numbers})
         print(f"[gpu_check] {name}: {self.rows[-1]['result']} ({numbers})", file=sys.stderr, flush=True)
+        self.save()
+
+    def save(self, speed=None):
+        """gpu_check.json with the rows so far, written after each: a command stopped by a budget or
+        a device call's time limit keeps the checks it finished."""
+        with open(self.path("gpu_check.json"), "w", encoding="utf-8") as f:
+            json.dump({**self.about, "rows": self.rows, "speed": speed}, f, indent=1)
 
     def path(self, *parts):
         return os.path.join(self.work, *parts)
@@ -297,7 +305,7 @@ def main(argv=None):
     revision = commit()
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU (standing in for a GPU)"
     t0 = time.time()
-    checks = Checks(args)
+    checks = Checks(args, {"device": device, "torch": torch.__version__, "commit": revision})
     if not args.no_checks:
         checks.prepare()
         checks.loss_and_translations()
@@ -312,9 +320,7 @@ def main(argv=None):
         print(f"| {row['check']} | {row['result']} | {row['numbers']} |")
     if speed:
         print(f"\nspeed: python {speed['command']}\n" + "\n".join(speed["table"]))
-    with open(os.path.join(args.out, "gpu_check.json"), "w", encoding="utf-8") as f:
-        json.dump({"device": device, "torch": torch.__version__, "commit": revision, "rows": checks.rows,
-                   "speed": speed}, f, indent=1)
+    checks.save(speed)
     return 1 if any(row["result"] == "FAIL" for row in checks.rows) else 0
 
 
