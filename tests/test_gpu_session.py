@@ -279,3 +279,18 @@ def test_translations_on_two_devices_may_differ_only_where_their_scores_tie():
     assert not gpu_check.compare_translations(cpu, {**cpu, 57: (cpu[57][0] + 0.2, "other words")})[0]
     assert not gpu_check.compare_translations(cpu, {**cpu, 3: (cpu[3][0] + 0.01, cpu[3][1])})[0]
     assert not gpu_check.compare_translations(cpu, {i: cpu[i] for i in range(99)})[0]
+
+
+def test_the_precision_checks_limit_is_float32s_own_drift_between_devices():
+    """gpu_check's --fp16/--bf16 rows: within 1 % of float32 on the device, or within twice the
+    distance float32 itself ends at between the CPU and the device (the same training with other
+    rounding), where that is more; the CPU standing in (no second float32 run) keeps 1 %."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(BENCH))
+    assert gpu_check.precision_limit([3.1498], [3.1498]) == 0.01
+    assert gpu_check.precision_limit(None, [3.1498]) == 0.01
+    assert gpu_check.precision_limit([3.1500], [3.1498]) == 0.01  # a drift of 0.006 %: 1 % stands
+    assert gpu_check.precision_limit([3.1498], [3.1886]) == pytest.approx(2 * 0.0388 / 3.1886)  # 2.4 %

@@ -100,6 +100,17 @@ def compare_translations(cpu, device, tolerance=SCORE_TOLERANCE):
     return ok, "; ".join(parts) + f" (limit {tolerance:g})"
 
 
+def precision_limit(float32_cpu, float32_device):
+    """How far --fp16 or --bf16 training may end from float32 on the device (the mean train loss of
+    the last 10 updates): 1 %, or twice as far as float32 itself ends between the CPU and the
+    device, the same training with other rounding, where that is more. A trajectory perturbed by
+    rounding drifts: on an H200 (2026-11-28) a float32 cell equal to 1e-5 a step moved that loss by
+    1.2 % after 300 updates, past the 1 % that fp16 and bf16 were held to."""
+    if not float32_cpu or not float32_device:
+        return 0.01
+    return max(0.01, 2 * abs(float32_cpu[-1] - float32_device[-1]) / float32_device[-1])
+
+
 class Checks:
     def __init__(self, args, about=None):
         self.args, self.rows = args, []
@@ -193,9 +204,10 @@ class Checks:
                 self.add(f"--{name} training against float32", False, f"training failed: {self.path(name + '.log')}")
                 continue
             gap = abs(losses[-1] - base[-1]) / base[-1]
-            ok = gap <= 0.01
+            limit = precision_limit(self.float32_cpu_losses, base)
+            ok = gap <= limit
             numbers = (f"train loss of the last 10 updates {losses[-1]:.4f} against float32's {base[-1]:.4f} "
-                       f"({100 * gap:.2f} %)")
+                       f"({100 * gap:.2f} %, limit {100 * limit:.2f} %)")
             if name == "fp16":
                 ok = ok and bool(scales) and scales[-1] > 1e-4  # fairseq's default --min-loss-scale
                 numbers += f", loss scale {scales[-1] if scales else '?'} at the end"
