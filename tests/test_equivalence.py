@@ -457,6 +457,23 @@ def test_rnnsearch_paper_size_and_initialisation():
     assert dec.embed_tokens.weight[1:].std().item() == pytest.approx(0.01, rel=0.1)
 
 
+def trained_and_decoded(model, net_input):
+    """A training forward and backward (dropout masks from seed 1, on the CPU and CUDA), then
+    incremental decoding of the same batch: [logits, every gradient, the decoded steps], float32."""
+    model.train()
+    model.zero_grad()
+    torch.manual_seed(1)  # the same dropout masks (torch.manual_seed seeds CUDA too)
+    logits, _ = model(*net_input)
+    logits.float().log_softmax(-1)[..., 5].sum().backward()
+    grads = [p.grad.float().clone() for p in model.parameters() if p.grad is not None]
+    model.eval()
+    with torch.no_grad():
+        enc, state, steps = model.encoder(*net_input[:2]), {}, []
+        for t in range(net_input[2].size(1)):
+            steps.append(model.decoder(net_input[2][:, : t + 1], encoder_out=enc, incremental_state=state)[0])
+    return [logits.float(), *grads, torch.cat(steps, 1).float()]
+
+
 @pytest.mark.parametrize("arch,extra", [
     ("luong_global_general", []),
     ("luong_localp", ["--decoder-layers", "3", "--encoder-layers", "3"]),
@@ -479,18 +496,7 @@ def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, 
                 patches.setattr(luong_decoder, "fused_cell_here", lambda gates: True)
                 patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell",
                                 lambda *a: calls.append(a[0].shape) or fused_lstm_cell_on_the_cpu(*a))
-            model.train()
-            model.zero_grad()
-            torch.manual_seed(1)  # the same dropout masks
-            logits, _ = model(*net_input)
-            (logits.log_softmax(-1)[..., 5].sum()).backward()
-            grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
-            model.eval()
-            with torch.no_grad():
-                enc, state, steps = model.encoder(*net_input[:2]), {}, []
-                for t in range(net_input[2].size(1)):
-                    steps.append(model.decoder(net_input[2][:, : t + 1], encoder_out=enc, incremental_state=state)[0])
-            runs.append([logits, *grads, torch.cat(steps, 1)])
+            runs.append(trained_and_decoded(model, net_input))
             if fused:  # the kernel ran at every layer and step, in training and in decoding
                 assert len(calls) == 2 * net_input[2].size(1) * model.decoder.num_layers, calls
     assert len(runs[0]) == len(runs[1])
@@ -517,19 +523,7 @@ def test_on_a_gpu_the_fused_cell_computes_the_eager_cells_numbers(dtype, tol, mo
             patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell", lambda *a: calls.append(1) or kernel(*a))
             if not fused:
                 patches.setattr(luong_decoder, "fused_cell_here", lambda gates: False)
-            model.train()
-            model.zero_grad()
-            torch.manual_seed(1)  # the same dropout masks
-            torch.cuda.manual_seed(1)
-            logits, _ = model(*net_input)
-            logits.float().log_softmax(-1)[..., 5].sum().backward()
-            grads = [p.grad.float() for p in model.parameters() if p.grad is not None]
-            model.eval()
-            with torch.no_grad():
-                enc, state, steps = model.encoder(*net_input[:2]), {}, []
-                for t in range(net_input[2].size(1)):
-                    steps.append(model.decoder(net_input[2][:, : t + 1], encoder_out=enc, incremental_state=state)[0])
-            runs.append([logits.float(), *grads, torch.cat(steps, 1).float()])
+            runs.append(trained_and_decoded(model, net_input))
             assert len(calls) == (2 * net_input[2].size(1) * 3 if fused else 0)
     for fused, eager in zip(*runs):
         torch.testing.assert_close(fused, eager, rtol=tol, atol=tol)
