@@ -8,6 +8,7 @@ alignments against the KFTT gold, BLEU by length, perSPE scoring), report.
 """
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -276,12 +277,28 @@ def test_report_has_every_table_and_says_what_is_missing(work):
     # the ensemble's members were not all trained: the report says so, it does not invent a row
     assert "| ensemble of 8 models + unk replace | 0 |" in report
     assert "not run" in report
+    # "unk replacement helps every attention model" cannot hold before every one of them is measured
+    unk = re.search(r"\| Table 4: unk replacement helps every attention model \| .* \((\d) of (\d) models measured\) "
+                    r"\| ([a-z ]+) \|", report)
+    assert unk and int(unk[1]) < int(unk[2]) == 7 and unk[3] != "holds", unk
     assert "**ensemble** lacks the checkpoints of m30k_global_location_feed.s1" in report
     # every published training has its row, its commit and the command that remakes it
     assert "| m30k_localp_general_feed seed 1 | " in report
     remake = "`OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash examples/luong2015_in_form/run.sh one"
     assert f"{remake} kftt_global_location_feed 1` |" in report
     assert f"{remake} perspe_spe_perspe 1` |" in report
+
+
+def test_unk_replacement_helps_every_model_only_once_every_model_is_measured():
+    """Table 4's claim is about all seven attention models: one measured model with a significant
+    gain leaves it inconclusive (the first in-form report said "holds" on 1 of 7); it holds when
+    all seven gain significantly, and does not hold when no measured model gains."""
+    study, _ = load_runner()
+    assert study.unk_verdict({"global (location)": 4.26}, ["global (location)"], 7) == "inconclusive"
+    seven = {f"model {i}": 1.5 for i in range(7)}
+    assert study.unk_verdict(seven, list(seven), 7) == "holds"
+    assert study.unk_verdict(seven, list(seven)[:6], 7) == "inconclusive"  # one gain not significant
+    assert study.unk_verdict({"a": -0.2, "b": 0.0}, [], 7) == "does not hold"
 
 
 def test_a_kftt_row_trained_at_another_size_is_reported_beside_the_studys_own(tmp_path):

@@ -442,6 +442,15 @@ def paired_bootstrap(ref: str, baseline: str, system: str, n: int = 1000) -> Opt
     return {"p": other["BLEU"]["p_value"], "base": base["BLEU"]["score"], "score": other["BLEU"]["score"]}
 
 
+def unk_verdict(gains: Dict[str, float], significant: List[str], models: int) -> str:
+    """Table 4's "unk replacement helps every attention model": holds once all `models` are
+    measured and each gains significantly (paired bootstrap, p < 0.05); does not hold where no
+    measured model gains; inconclusive otherwise (one model's gain says nothing of the others)."""
+    if len(significant) == len(gains) == models:
+        return "holds"
+    return "does not hold" if gains and all(g <= 0 for g in gains.values()) else "inconclusive"
+
+
 def verdict(gain: Optional[float], se: Optional[float], p: Optional[float], higher_is_better: bool = True) -> str:
     """holds: in the paper's direction beyond twice the seeds' standard error and the
     paired bootstrap (p < 0.05); does not hold: the opposite, by the same two tests;
@@ -845,11 +854,10 @@ def table4(study: Study, w, verdicts):
         ok = [k for k, v in means.items() if v[3] is not None and v[3]["p"] < 0.05 and gains.get(k, 0) > 0]
         w(f"Unk replacement: {fmt(min(gains.values()), '+.2f')} to {fmt(max(gains.values()), '+.2f')} BLEU "
           f"(paper: +1.2 to +1.9); significant (p < 0.05) for {len(ok)} of {len(gains)} models.")
-        none = all(g <= 0 for g in gains.values())
-        v = "holds" if len(ok) == len(gains) else ("does not hold" if none else "inconclusive")
+        v = unk_verdict(gains, ok, len(means))
         verdicts.append(("Table 4: unk replacement helps every attention model", "+1.2 to +1.9 BLEU",
                          f"{fmt(min(gains.values()), '+.2f')} to {fmt(max(gains.values()), '+.2f')}; "
-                         f"p < 0.05 for {len(ok)} of {len(gains)}", v))
+                         f"p < 0.05 for {len(ok)} of {len(gains)} ({len(gains)} of {len(means)} models measured)", v))
     scored = {k: v[0] for k, v in means.items() if v[0] is not None}
     if scored and sd is not None:
         best = max(scored, key=scored.get)
