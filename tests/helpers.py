@@ -1,5 +1,6 @@
 """Small helpers shared by the tests (fairseq's own tests/utils.py is not installed)."""
 import atexit
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from fairseq.data import Dictionary
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "fairseq_luong")
 SHARED_DATA = REPO.parent / "shared" / "data"
+BENCH = REPO / "scripts" / "bench"
 # benchmark_speed.py at its smallest (Luong et al.'s shape written small: seconds on one thread);
 # a test adds --systems, --precisions and the rest
 TINY_SPEED = ["--shape", "paper", "--vocab", "300", "--sizes", "1x16", "--repeats", "1", "--updates", "2",
@@ -323,3 +325,14 @@ def fused_lstm_cell_on_the_cpu(input_gates, hidden_gates, cx, input_bias=None, h
         gates = gates + input_bias + hidden_bias
     h, c = lstm_cell_update(gates, cx)
     return h, c, gates
+
+
+def load_bench(name):
+    """A script of scripts/bench as its own folder first on the path has it (the scripts it imports
+    too: bench_device, benchmark_speed)."""
+    for dep in ("bench_device", "benchmark_speed", name):
+        if dep not in sys.modules:
+            spec = importlib.util.spec_from_file_location(dep, BENCH / f"{dep}.py")
+            sys.modules[dep] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[dep])
+    return sys.modules[name]

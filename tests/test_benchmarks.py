@@ -4,7 +4,6 @@ peak memory and the device's name come from CUDA there, the busy share is read f
 profiler trace, Luong et al.'s shape is written as it says, and the benchmark runs end to end
 on the CPU in float32 and float16; the other scripts of scripts/bench give their tables
 (profile_step.py, benchmark_attention.py, count_step_ops.py). No timing is asserted."""
-import importlib.util
 import os
 import re
 import subprocess
@@ -16,20 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import REPO, SHARED_DATA, TINY_SPEED, fused_lstm_cell_on_the_cpu
-
-BENCH = REPO / "scripts" / "bench"
-
-
-def load(name):
-    """A script of scripts/bench as its own folder first on the path has it (the scripts it imports
-    too)."""
-    for dep in ("bench_device", "benchmark_speed", name):
-        if dep not in sys.modules:
-            spec = importlib.util.spec_from_file_location(dep, BENCH / f"{dep}.py")
-            sys.modules[dep] = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(sys.modules[dep])
-    return sys.modules[name]
+from tests.helpers import BENCH, REPO, SHARED_DATA, TINY_SPEED, fused_lstm_cell_on_the_cpu, load_bench
 
 
 def script(name, *args):
@@ -47,7 +33,7 @@ def test_on_cuda_the_clock_is_read_after_the_gpu_has_finished_and_memory_is_the_
     """A GPU runs what the host queued later: DeviceClock.now synchronises before it reads the
     clock; peak memory is torch.cuda.max_memory_allocated and the name the GPU's. CUDA stands
     faked here (the calls are recorded); on the CPU nothing of CUDA is called."""
-    dev = load("bench_device")
+    dev = load_bench("bench_device")
     calls = []
     fake_cuda = types.SimpleNamespace(synchronize=lambda: calls.append("synchronize"),
                                       max_memory_allocated=lambda: 3 * 2**20,
@@ -68,7 +54,7 @@ def test_on_cuda_the_clock_is_read_after_the_gpu_has_finished_and_memory_is_the_
 
 
 def test_busy_time_is_the_union_of_the_devices_intervals_in_the_profiler_trace():
-    dev = load("bench_device")
+    dev = load_bench("bench_device")
     trace = {"traceEvents": [
         {"ph": "X", "cat": "kernel", "ts": 100, "dur": 10},
         {"ph": "X", "cat": "kernel", "ts": 105, "dur": 10},  # overlaps the first: 100-115
@@ -87,7 +73,7 @@ def test_busy_time_is_the_union_of_the_devices_intervals_in_the_profiler_trace()
 def test_the_busy_share_of_a_real_profile_tells_work_from_waiting():
     """torch.profiler on the CPU, the path the GPU takes but for the trace's categories: matrix
     products keep the device busy most of the time, sleeping does not."""
-    dev = load("bench_device")
+    dev = load_bench("bench_device")
     clock = dev.DeviceClock("cpu")
     a = torch.randn(256, 256)
     working = dev.busy_fraction(clock, lambda: [a @ a for _ in range(200)])
@@ -96,7 +82,7 @@ def test_the_busy_share_of_a_real_profile_tells_work_from_waiting():
 
 
 def test_the_papers_shape_is_a_50k_style_vocabulary_and_batches_of_128_sentences_of_about_30_words(tmp_path):
-    bs = load("benchmark_speed")
+    bs = load_bench("benchmark_speed")
     from fairseq.data import Dictionary, data_utils
 
     bin_dir = bs.make_paper_shape(str(tmp_path), vocab=500, n_train=256, n_test=20)
@@ -227,7 +213,7 @@ def test_a_small_multi30k_slice_is_prepared_with_the_pieces_it_holds(tmp_path):
     corpus too small for 8,000 pieces: SentencePiece keeps what it holds (it refused with a
     traceback from its C++ trainer)."""
     data = multi30k_slice(tmp_path)
-    bin_dir = load("benchmark_speed").prepare_data(str(data), str(tmp_path / "work"))
+    bin_dir = load_bench("benchmark_speed").prepare_data(str(data), str(tmp_path / "work"))
     pieces = len((tmp_path / "work" / "bin" / "dict.en.txt").read_text(encoding="utf-8").splitlines())
     assert bin_dir == str(tmp_path / "work" / "bin") and 500 < pieces < 8000
     assert (tmp_path / "work" / "bin" / "test.en-de.de.bin").exists()
@@ -256,7 +242,7 @@ def test_operations_per_decoder_step_are_counted_where_the_step_adds_them(capsys
     """count_step_ops.py: a target step more adds the recurrence's operations with input
     feeding and none without it (each decoder layer is then one nn.LSTM over all steps); a beam
     step always has some, its matrix products among them."""
-    ops = load("count_step_ops")
+    ops = load_bench("count_step_ops")
     ops.main(["--layers", "2", "--systems", "luong_global_general", "luong_global_general_no_feed"])
     rows = {line.split(" | ")[0].strip("| "): [int(c) for c in line.strip(" |").split(" | ")[2:]]
             for line in capsys.readouterr().out.splitlines()[2:]}
@@ -270,7 +256,7 @@ def test_the_perspe_benchmark_drives_the_recipe_with_options_the_recipe_takes(tm
     """benchmark_perspe.py: prepare once, then train and evaluate each system with its
     options, then the table of all; every option it gives is one examples/perspe/run.sh
     accepts (replayed to the real run.sh with --help: an unknown one exits 2)."""
-    bench_perspe = load("benchmark_perspe")
+    bench_perspe = load_bench("benchmark_perspe")
     calls = tmp_path / "calls"
     stand_in = tmp_path / "run.sh"
     stand_in.write_text(f'printf "%s\\t" "$@" >> {calls}; echo >> {calls}\n')
@@ -303,7 +289,7 @@ def test_the_init_benchmark_trains_each_system_beside_lstm_and_tables_their_rati
     from fairseq_luong.analysis.training_log import read_training_log
 
     data = multi30k_slice(tmp_path)
-    init = load("benchmark_init")
+    init = load_bench("benchmark_init")
     work = tmp_path / "work"
     args = ["--data", str(data), "--work", str(work), "--epochs", "1", "--layers", "1", "--hidden", "16",
             "--systems", "luong_global_general+pytorch_init", "--png", str(tmp_path / "curves.png")]
@@ -326,7 +312,7 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     variant after checking each one's loss and gradients against eager's; a compiled cell
     that computes other numbers is refused in one line, not timed."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    compile_bench = load("benchmark_compile")
+    compile_bench = load_bench("benchmark_compile")
     args = ["--layers", "2", "--hidden", "8", "--rows", "2", "--steps", "3", "--repeats", "1", "--threads", "1"]
     compile_bench.main(args)
     out = capsys.readouterr().out
@@ -374,7 +360,7 @@ def test_the_fused_one_gemm_variant_computes_the_layer_steps_numbers(bias_only, 
     kernel that checks its arguments as the kernel does: the first layer's hoisted gates, or a
     layer's bias broadcast over the rows as the kernel's input gates, give lstm_layer_step's h, c
     and gradients (the decoder's eager path on the CPU)."""
-    compile_bench = load("benchmark_compile")
+    compile_bench = load_bench("benchmark_compile")
     monkeypatch.setattr(compile_bench.torch.ops.aten, "_thnn_fused_lstm_cell", fused_lstm_cell_on_the_cpu)
     torch.manual_seed(0)
     rows, n, H = 3, 5, 4

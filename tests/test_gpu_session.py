@@ -14,9 +14,8 @@ import tarfile
 import pytest
 import torch
 
-from tests.helpers import REPO
+from tests.helpers import BENCH, REPO, load_bench
 
-BENCH = REPO / "scripts" / "bench"
 ENV = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
 # what gpu_check.py's commands import: fairseq's four commands with the plugin as --user-dir, and
 # the scripts it runs; prints {module: file} of every module then loaded
@@ -124,12 +123,7 @@ def test_gpu_check_finds_fairseqs_commands_on_path_and_the_commit_without_git(tm
     """With fairseq installed by pip --target (the GPU machine), its commands are not beside the
     Python but in the target's bin/, which gpu_session.sh puts on PATH; a copy without .git takes
     the commit gpu_session.sh passes on."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_device
-        import gpu_check
-    finally:
-        sys.path.remove(str(BENCH))
+    bench_device, gpu_check = load_bench("bench_device"), load_bench("gpu_check")
     (tmp_path / "bin").mkdir()
     tool = tmp_path / "bin" / "fairseq-train"
     tool.write_text("#!/bin/sh\n")
@@ -243,11 +237,7 @@ def test_gpu_check_writes_its_json_after_each_check(tmp_path):
     """gpu_check.py's gpu_check.json is written as each check finishes, not only at the end: a
     device call's time limit or gpu_session.sh's --budget stopped the checks on an H200 (2026-11-28)
     and took their rows with them."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(BENCH))
+    gpu_check = load_bench("gpu_check")
     args = gpu_check.argparse.Namespace(out=str(tmp_path), device="cpu")
     checks = gpu_check.Checks(args, {"device": "CPU", "torch": torch.__version__, "commit": "abc1234"})
     checks.add("first check", True, "1.0 against 1.0")
@@ -266,11 +256,7 @@ def test_translations_on_two_devices_may_differ_only_where_their_scores_tie():
     identical to the CPU's, and the one that differed was a tie (the two best scores 2.7e-6
     apart); a translation that differs with a clearly better score on one side, the same
     translation scored differently, or a missing one fail."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(BENCH))
+    gpu_check = load_bench("gpu_check")
     cpu = {i: (-1.0 - i / 100, f"words {i}") for i in range(100)}
     assert gpu_check.compare_translations(cpu, dict(cpu))[0]
     tie = {**cpu, 57: (cpu[57][0] - 3e-6, "other words")}
@@ -285,11 +271,7 @@ def test_the_precision_checks_limit_is_float32s_own_drift_between_devices():
     """gpu_check's --fp16/--bf16 rows: within 1 % of float32 on the device, or within twice the
     distance float32 itself ends at between the CPU and the device (the same training with other
     rounding), where that is more; the CPU standing in (no second float32 run) keeps 1 %."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(BENCH))
+    gpu_check = load_bench("gpu_check")
     assert gpu_check.precision_limit([3.1498], [3.1498]) == 0.01
     assert gpu_check.precision_limit(None, [3.1498]) == 0.01
     assert gpu_check.precision_limit([3.1500], [3.1498]) == 0.01  # a drift of 0.006 %: 1 % stands

@@ -92,6 +92,13 @@ def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
     """
     if fused_cell_here(gates) and gates.dtype == below.dtype == h.dtype == c.dtype == weights[0].dtype:
         return _fused_layer_step(gates, below, h, c, weights)
+    return eager_layer_step(gates, below, h, c, weights)
+
+
+def eager_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
+                     weights: Tuple[Tensor, ...]) -> Tuple[Tensor, Tensor]:
+    """``lstm_layer_step`` with the cell in elementwise operations (``lstm_cell_update``): the
+    CPU's path, and CUDA's under autocast or torch.compile."""
     if len(weights) == 1:
         gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # rows x 4H
     else:

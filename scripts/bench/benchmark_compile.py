@@ -11,8 +11,8 @@ on [input; h] and the LSTM cell per layer and step), forward
   precision, that is PyTorch's fused LSTM cell kernel (``aten::_thnn_fused_lstm_cell``, what
   ``nn.LSTMCell`` and fairseq's ``lstm`` run there; the plugin's since b38fd11), the bias added
   by a GEMM on the layer's input and h multiplied by the weight's other half;
-* cell not fused: the cell in nine elementwise kernels after one GEMM on [input; h], what the
-  decoder runs on the CPU (there it is eager's row, so CUDA only);
+* cell not fused: ``eager_layer_step``, the cell in nine elementwise kernels after one GEMM on
+  [input; h], what the decoder runs on the CPU (there it is eager's row, so CUDA only);
 * fused cell, one GEMM: the fused kernel with one GEMM on [input; h] as its hidden gates and,
   above layer 0, the bias broadcast over the rows (a stride-0 view) as its input gates: one
   GEMM a layer and step fewer than eager, one cat more (CUDA only);
@@ -44,7 +44,7 @@ import statistics
 import torch
 from bench_device import DTYPES, DeviceClock
 
-from fairseq_luong.modules.luong_decoder import fused_lstm_cell, lstm_cell_update, lstm_layer_step
+from fairseq_luong.modules.luong_decoder import eager_layer_step, fused_lstm_cell, lstm_cell_update, lstm_layer_step
 
 # A variant's loss and gradients against eager's in float32 on the same inputs, each tensor as
 # ||variant - eager32|| / ||eager32||: at most LIMIT_FLOOR, or OWN_ROUNDING times eager's own
@@ -94,11 +94,6 @@ class DeferredWeightGradient:
         return lstm_cell_update(_GateProduct.apply(gates, torch.cat((below, h), 1), weights[0], bucket, first), c)
 
 
-def layer_step_cell_not_fused(gates, below, h, c, weights):
-    """``lstm_layer_step``'s eager path with the cell in nine kernels (the CPU's path)."""
-    return lstm_cell_update(torch.addmm(gates, torch.cat((below, h), 1), weights[0]), c)  # rows x 4H
-
-
 def layer_step_fused_one_gemm(gates, below, h, c, weights):
     """``lstm_layer_step``'s numbers in PyTorch's fused kernel (CUDA only) with one GEMM: the
     hidden gates are [below; h] @ W (rows x 4H); the input gates are layer 0's hoisted gates, or a
@@ -139,7 +134,7 @@ def main(argv=None):
         gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # as lstm_layer_step
         return cell_c(gates, c)
 
-    variants = {"eager": lstm_layer_step, "cell not fused": layer_step_cell_not_fused,
+    variants = {"eager": lstm_layer_step, "cell not fused": eager_layer_step,
                 "fused cell, one GEMM": layer_step_fused_one_gemm, "compile cell": layer_step_cell_compiled,
                 "compile layer step": torch.compile(lstm_layer_step, dynamic=False),
                 "compile layer step, reduce-overhead": torch.compile(lstm_layer_step, dynamic=False,
