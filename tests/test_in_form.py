@@ -281,7 +281,7 @@ def test_report_has_every_table_and_says_what_is_missing(work):
     unk = re.search(r"\| Table 4: unk replacement helps every attention model \| .* \((\d) of (\d) models measured\) "
                     r"\| ([a-z ]+) \|", report)
     assert unk and int(unk[1]) < int(unk[2]) == 7 and unk[3] != "holds", unk
-    assert "**ensemble** lacks the checkpoints of m30k_global_location_feed.s1" in report
+    assert "**ensemble** waits for m30k_global_location_feed.s1, " in report
     # every published training has its row, its commit and the command that remakes it
     assert "| m30k_localp_general_feed seed 1 | " in report
     remake = "`OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash examples/luong2015_in_form/run.sh one"
@@ -381,3 +381,38 @@ def test_the_targets_say_met_only_when_every_seed_or_row_is_in(tmp_path):
     assert rows["every learning curve ends flat"] == ["3 of the 4 published (of 34)", "no |"]
     publish("m30k_localp_general_feed", 3, 20.0)
     assert table()[local_p] == ["21.33 (3 of 3 seeds)", "no |"]
+
+
+def test_an_ensemble_tells_members_not_trained_yet_from_checkpoints_lost(tmp_path):
+    """``finish`` records the members of each ensemble whose checkpoint is not in the work
+    folder: one not published yet is waited for; one published whose checkpoint is gone (a
+    replaced machine) is lost, and the report gives the commands that remake it."""
+    study, _ = load_runner()
+    results = tmp_path / "results"
+    d = results / "systems" / "kftt_global_location_feed.s1"
+    d.mkdir(parents=True)
+    d.joinpath("result.json").write_text(json.dumps({"system": "kftt_global_location_feed", "seed": 1,
+                                                     "commit": "c" * 40, "scores": {"bleu": 2.5}}))
+    (results / "eval").mkdir()
+    (results / "eval" / "missing.json").write_text(json.dumps({"missing": {"aer_ensemble": [
+        "kftt_global_location_feed.s1", "kftt_localm_general_feed.s1"]}}))
+    lines = []
+    study.trainings_table(study.Study(str(results), ""), lines.append)
+    text = "\n".join(lines)
+    assert "**aer_ensemble** waits for kftt_localm_general_feed.s1: not trained yet." in text
+    assert "**aer_ensemble** lacks the checkpoints of kftt_global_location_feed.s1: published" in text
+    assert f"`{study.REMAKE} kftt_global_location_feed 1`, then `run.sh finish`." in text
+    assert "kftt_localm_general_feed 1`" not in text
+
+
+def test_figure_2s_bleu_of_tokenised_text_prints_no_warning_per_resample(caplog):
+    """Figure 2 scores against KFTT's tokenised reference on purpose: its bootstrap calls
+    sacreBLEU 4 times per resample, and sacreBLEU's warning about tokenised text (3 lines
+    each) filled the report's output with 4,000 lines."""
+    study, _ = load_runner()
+    refs = [f"this is sentence {i} ." for i in range(400)]
+    hyps = [f"this is a sentence {i} ." for i in range(400)]
+    lengths = [5 + i % 40 for i in range(400)]
+    p = study.bootstrap_drop_difference(hyps, refs, refs, lengths, 30, n=3)
+    assert 0 <= p <= 1
+    assert not [r for r in caplog.records if "detokenize" in r.getMessage()]
