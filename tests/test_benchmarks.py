@@ -377,3 +377,75 @@ def test_the_fused_one_gemm_variant_computes_the_layer_steps_numbers(bias_only, 
         results.append([out_h, out_c, *grads])
     for x, y in zip(*results):
         torch.testing.assert_close(x, y)
+
+
+def test_each_plugin_variant_is_the_plugin_with_its_one_passage_changed(tmp_path):
+    """plugin_variants.py writes fairseq_luong of a commit with one change: every other file as
+    committed, the changed file differing in that passage only; a passage the code no longer
+    holds stops it with one line naming the file, instead of measuring the code unchanged."""
+    variants = load_bench("plugin_variants")
+    committed = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", "HEAD", "fairseq_luong"],
+                               capture_output=True, text=True, check=True).stdout.split()
+    for name, change in variants.VARIANTS.items():
+        dest = tmp_path / name
+        variants.make(name, str(dest))
+        written = sorted(str(p.relative_to(dest)) for p in (dest / "fairseq_luong").rglob("*") if p.is_file())
+        assert written == sorted(committed)
+        original = subprocess.run(["git", "-C", str(REPO), "show", f"HEAD:{change.path}"], capture_output=True,
+                                  text=True, check=True).stdout
+        changed = (dest / change.path).read_text("utf-8")
+        assert changed != original and changed == original.replace(change.old, change.new)
+        compile(changed, change.path, "exec")
+        assert (dest / "COMMIT").read_text().strip().endswith(f"+{name}")
+    stale = variants.Change(variants.DECODER, "a passage no commit holds", "x")
+    variants.VARIANTS["stale"] = stale
+    try:
+        with pytest.raises(SystemExit, match=r"^error: variant stale: fairseq_luong/modules/luong_decoder.py at "
+                                             r"HEAD holds the passage to change 0 times, not once"):
+            variants.make("stale", str(tmp_path / "stale"))
+    finally:
+        del variants.VARIANTS["stale"]
+
+
+def test_the_one_gemm_variants_fused_step_computes_the_eager_steps_numbers(tmp_path):
+    """The one_gemm copy's decoder step, the fused path with a CPU stand-in for the CUDA-only
+    kernel: the first layer's hoisted gates and a layer's bias as the kernel's input gates give
+    the eager step's h, c and gradients (run in a process that imports the copy's plugin)."""
+    variants = load_bench("plugin_variants")
+    dest = tmp_path / "one_gemm"
+    variants.make("one_gemm", str(dest))
+    script = f"""
+import sys
+sys.path[:0] = [{str(dest)!r}, {str(REPO)!r}]
+import torch
+import fairseq_luong.modules.luong_decoder as m
+assert m.__file__.startswith({str(dest)!r}), m.__file__
+from tests.helpers import fused_lstm_cell_on_the_cpu
+torch.ops.aten._thnn_fused_lstm_cell = fused_lstm_cell_on_the_cpu
+torch.manual_seed(0)
+rows, n, H = 3, 5, 4
+W = torch.randn(n + H, 4 * H, requires_grad=True)
+below, h, c = (torch.randn(rows, k, requires_grad=True) for k in (n, H, H))
+for gates in (torch.randn(4 * H, requires_grad=True), torch.randn(rows, 4 * H, requires_grad=True)):
+    leaves = [gates, below, h, c, W]
+    results = []
+    for step in (m.eager_layer_step, m._fused_layer_step):
+        out_h, out_c = step(gates, below, h, c, (W,))
+        results.append([out_h, out_c, *torch.autograd.grad((out_h * 1.5 + out_c).sum(), leaves)])
+    for x, y in zip(*results):
+        torch.testing.assert_close(x, y)
+print("same numbers")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and "same numbers" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_the_speed_tables_header_says_what_the_before_rows_run(tmp_path):
+    """The NAME@before rows are another checkout or a plugin variant: the header names the path
+    and what plugin_variants.py (or .before's COMMIT) wrote there, else the checkout's commit."""
+    speed = load_bench("benchmark_speed")
+    load_bench("plugin_variants").make("all_rows", str(tmp_path / "v"))
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    assert speed.before_name(str(tmp_path / "v")) == f"{tmp_path / 'v'} ({head}+all_rows)"
+    assert speed.before_name(str(REPO)).startswith(f"{REPO} (commit {head}")

@@ -497,6 +497,17 @@ def parse(argv):
     return args
 
 
+def before_name(path):
+    """What the ``NAME@before`` rows run: PATH and its COMMIT file (``git rev-parse --short`` of
+    the checkout archived there, with the plugin variant's name: plugin_variants.py), else the
+    commit of the checkout at PATH."""
+    marker = os.path.join(path, "COMMIT")
+    if os.path.isfile(marker):
+        with open(marker, encoding="utf-8") as f:
+            return f"{path} ({f.readline().strip()})"
+    return f"{path} (commit {commit(path)})"
+
+
 def main(argv=None):
     args = parse(argv)
     if args.worker:
@@ -520,7 +531,8 @@ def main(argv=None):
           f"alternating repetitions; GEMM peak at start (GFLOP/s, best of 8, measured again after each size: "
           f"% GEMM peak uses the best) " + show(peaks)
           + (f"; busy: the share of wall time {BUSY_MEANS[args.device]} over {args.busy_steps} profiled "
-             f"update{'s' if args.busy_steps != 1 else ''} / one beam batch" if busy else ""), flush=True)
+             f"update{'s' if args.busy_steps != 1 else ''} / one beam batch" if busy else "")
+          + (f"; @before: {before_name(args.before)}" if args.before else ""), flush=True)
     columns = ["size", "precision", "system", "loss", "train tok/s", "ratio", "ratio range", "train peak MB",
                "% GEMM peak"] + (["train busy"] if busy else []) + \
         ["beam-5 sent/s", "ratio", "ratio range", "gen peak MB"] + (["gen busy"] if busy else [])
