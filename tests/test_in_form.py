@@ -403,6 +403,20 @@ def test_an_ensemble_tells_members_not_trained_yet_from_checkpoints_lost(tmp_pat
     assert "**aer_ensemble** lacks the checkpoints of kftt_global_location_feed.s1: published" in text
     assert f"`{study.REMAKE} kftt_global_location_feed 1`, then `run.sh finish`." in text
     assert "kftt_localm_general_feed 1`" not in text
+    # published after `finish` wrote missing.json (its commit's time): not lost, finish makes the row again
+    import datetime
+
+    d.joinpath("result.json").write_text(json.dumps({"system": "kftt_global_location_feed", "seed": 1,
+                                                     "commit": "c" * 40, "scores": {"bleu": 2.5},
+                                                     "published": "2026-11-28 09:56:57 UTC"}))
+    for minute, lost in ((50, False), (59, True)):
+        study.committed_at = lambda path: datetime.datetime(2026, 11, 28, 9, minute, tzinfo=datetime.timezone.utc)
+        lines = []
+        study.trainings_table(study.Study(str(results), ""), lines.append)
+        text = "\n".join(lines)
+        assert ("lacks the checkpoints of kftt_global_location_feed.s1" in text) == lost, text
+        assert ("**aer_ensemble**: kftt_global_location_feed.s1 trained after `run.sh finish` last ran" in text) \
+            != lost, text
 
 
 def test_figure_2s_bleu_of_tokenised_text_prints_no_warning_per_resample(caplog):

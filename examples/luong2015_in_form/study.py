@@ -615,20 +615,47 @@ def trainings_table(study: "Study", w):
         commit = r["commit"][:10] + (" with uncommitted changes" if "+" in r["commit"] else "")
         w(f"| {r['system']} seed {r['seed']} | {commit} | {fmt(r.get('train_minutes'), '.1f')} | "
           f"{scores} | `{REMAKE} {r['system']} {r['seed']}` |")
-    missing = (load_json(study.path("eval", "missing.json")) or {}).get("missing", {})
-    done = {f"{r['system']}.s{r['seed']}" for r in rows}
+    missing_json = study.path("eval", "missing.json")
+    missing = (load_json(missing_json) or {}).get("missing", {})
+    finished = committed_at(missing_json)
+    published_at = {f"{r['system']}.s{r['seed']}": r.get("published") for r in rows}
     for row, members in missing.items():
-        lost = [m for m in members if m in done]
-        waiting = [m for m in members if m not in done]
+        waiting = [m for m in members if m not in published_at]
+        since = [m for m in members if m in published_at and finished is not None
+                 and published_at[m] is not None and utc(published_at[m]) > finished]
+        lost = [m for m in members if m in published_at and m not in since]
         w("")
         if waiting:
             w(f"**{row}** waits for {', '.join(waiting)}: not trained yet.")
+        if since:
+            w(f"**{row}**: {', '.join(since)} trained after `run.sh finish` last ran; it makes this row when it "
+              "runs again (the study runs it at its end).")
         if lost:
             w(f"**{row}** lacks the checkpoints of {', '.join(lost)}: published, but not in the work folder "
               "where `finish` ran (a checkpoint stays in the work folder, out of git); remake them with "
               + "; ".join(f"`{REMAKE} {m.rsplit('.s', 1)[0]} {m.rsplit('.s', 1)[1]}`" for m in lost)
               + ", then `run.sh finish`.")
     w("")
+
+
+def utc(stamp: str) -> "datetime.datetime":
+    """A result.json's "published" time ("2026-11-28 09:56:57 UTC")."""
+    import datetime
+
+    return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=datetime.timezone.utc)
+
+
+def committed_at(path: str) -> Optional["datetime.datetime"]:
+    """When the last commit that changed PATH was made (UTC); None outside git or never committed:
+    when `run.sh finish` wrote results/eval/missing.json, in the recipe's own results."""
+    import datetime
+    import subprocess
+
+    proc = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(path)), "log", "-1", "--format=%ct", "--",
+                           os.path.abspath(path)], capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return None
+    return datetime.datetime.fromtimestamp(int(proc.stdout.strip()), datetime.timezone.utc)
 
 
 def training_minutes(log_path: str) -> Optional[float]:
