@@ -11,6 +11,7 @@ and training options), the rows of Luong et al.'s Tables 1, 4 and 6 with the pap
 numbers, Bahdanau et al.'s Figure 2 and perSPE's claim.
 """
 import argparse
+import datetime
 import itertools
 import json
 import math
@@ -638,17 +639,14 @@ def trainings_table(study: "Study", w):
     w("")
 
 
-def utc(stamp: str) -> "datetime.datetime":
+def utc(stamp: str) -> datetime.datetime:
     """A result.json's "published" time ("2026-11-28 09:56:57 UTC")."""
-    import datetime
-
     return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=datetime.timezone.utc)
 
 
-def committed_at(path: str) -> Optional["datetime.datetime"]:
+def committed_at(path: str) -> Optional[datetime.datetime]:
     """When the last commit that changed PATH was made (UTC); None outside git or never committed:
     when `run.sh finish` wrote results/eval/missing.json, in the recipe's own results."""
-    import datetime
     import subprocess
 
     proc = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(path)), "log", "-1", "--format=%ct", "--",
