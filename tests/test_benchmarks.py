@@ -15,7 +15,15 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import BENCH, REPO, SHARED_DATA, TINY_SPEED, fused_lstm_cell_on_the_cpu, load_bench
+from tests.helpers import (
+    BENCH,
+    REPO,
+    SHARED_DATA,
+    TINY_SPEED,
+    assert_same_layer_step,
+    fused_lstm_cell_on_the_cpu,
+    load_bench,
+)
 
 
 def script(name, *args):
@@ -354,29 +362,14 @@ def test_the_compile_benchmark_times_only_variants_that_compute_eagers_numbers(t
     assert re.search(r"\| compile layer step \| [\d.]+ \| [\d.]+x \|", out), out
 
 
-@pytest.mark.parametrize("bias_only", [False, True], ids=["first layer", "layer above"])
-def test_the_fused_one_gemm_variant_computes_the_layer_steps_numbers(bias_only, monkeypatch):
+def test_the_fused_one_gemm_variant_computes_the_layer_steps_numbers(monkeypatch):
     """benchmark_compile.py's "fused cell, one GEMM" with a CPU stand-in for PyTorch's CUDA-only
     kernel that checks its arguments as the kernel does: the first layer's hoisted gates, or a
     layer's bias broadcast over the rows as the kernel's input gates, give lstm_layer_step's h, c
     and gradients (the decoder's eager path on the CPU)."""
     compile_bench = load_bench("benchmark_compile")
     monkeypatch.setattr(compile_bench.torch.ops.aten, "_thnn_fused_lstm_cell", fused_lstm_cell_on_the_cpu)
-    torch.manual_seed(0)
-    rows, n, H = 3, 5, 4
-    bias = torch.randn(4 * H, requires_grad=True)
-    hoisted = torch.randn(rows, 4 * H, requires_grad=True)
-    below, h, c = (torch.randn(rows, k, requires_grad=True) for k in (n, H, H))
-    W = torch.randn(n + H, 4 * H, requires_grad=True)
-    gates = bias if bias_only else hoisted
-    leaves = [gates, below, h, c, W]
-    results = []
-    for step in (compile_bench.lstm_layer_step, compile_bench.layer_step_fused_one_gemm):
-        out_h, out_c = step(gates, below, h, c, (W,))
-        grads = torch.autograd.grad((out_h * 1.5 + out_c).sum(), leaves)
-        results.append([out_h, out_c, *grads])
-    for x, y in zip(*results):
-        torch.testing.assert_close(x, y)
+    assert_same_layer_step(compile_bench.lstm_layer_step, compile_bench.layer_step_fused_one_gemm)
 
 
 def test_each_plugin_variant_is_the_plugin_with_its_one_passage_changed(tmp_path):
@@ -420,20 +413,9 @@ sys.path[:0] = [{str(dest)!r}, {str(REPO)!r}]
 import torch
 import fairseq_luong.modules.luong_decoder as m
 assert m.__file__.startswith({str(dest)!r}), m.__file__
-from tests.helpers import fused_lstm_cell_on_the_cpu
+from tests.helpers import assert_same_layer_step, fused_lstm_cell_on_the_cpu
 torch.ops.aten._thnn_fused_lstm_cell = fused_lstm_cell_on_the_cpu
-torch.manual_seed(0)
-rows, n, H = 3, 5, 4
-W = torch.randn(n + H, 4 * H, requires_grad=True)
-below, h, c = (torch.randn(rows, k, requires_grad=True) for k in (n, H, H))
-for gates in (torch.randn(4 * H, requires_grad=True), torch.randn(rows, 4 * H, requires_grad=True)):
-    leaves = [gates, below, h, c, W]
-    results = []
-    for step in (m.eager_layer_step, m._fused_layer_step):
-        out_h, out_c = step(gates, below, h, c, (W,))
-        results.append([out_h, out_c, *torch.autograd.grad((out_h * 1.5 + out_c).sum(), leaves)])
-    for x, y in zip(*results):
-        torch.testing.assert_close(x, y)
+assert_same_layer_step(m.eager_layer_step, m._fused_layer_step)
 print("same numbers")
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
