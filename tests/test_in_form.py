@@ -160,6 +160,58 @@ def test_a_published_training_is_compared_not_replaced_and_other_code_is_refused
         path.write_text(before)
 
 
+def test_a_result_stands_for_a_later_commit_only_when_no_file_its_training_reads_changed(tmp_path, monkeypatch):
+    """The study's results are keyed on the commit that trained them. A later commit that mends
+    the perSPE recipe, a test or this scheduler leaves the published Luong rows standing, not
+    perSPE's; a change to the plugin, or a commit that is not a descendant, refuses them."""
+    _, runner = load_runner()
+    repo = tmp_path / "repo"
+
+    def git(*words):
+        return subprocess.run(["git", "-C", str(repo), *words], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    def commit_files(*paths):
+        commits.append(len(commits))
+        for path in paths:
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(f"{path} as of commit {len(commits)}\n")
+        git("add", "-A")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+        return git("rev-parse", "HEAD")
+
+    repo.mkdir()
+    commits = []
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    results = "examples/luong2015_in_form/results"
+    trained = commit_files("fairseq_luong/a.py", "examples/perspe/run.sh", "tests/t.py",
+                           "examples/luong2015_in_form/runner.py", f"{results}/r.json")
+    mended = commit_files("examples/perspe/run.sh", "tests/t.py", "docs/d.md",
+                          "examples/luong2015_in_form/runner.py", f"{results}/r.json")
+    plugin = commit_files("fairseq_luong/a.py")
+    monkeypatch.setattr(runner, "REPO", str(repo))
+    monkeypatch.setattr(runner, "OWN_RESULTS", str(repo / results))
+    luong, perspe = runner.Label("m30k_base", 2), runner.Label("perspe_spe_spe", 1)
+    assert runner.same_training_code(luong, trained, trained) and runner.same_training_code(perspe, mended, mended)
+    assert runner.same_training_code(luong, trained, mended)
+    assert not runner.same_training_code(perspe, trained, mended)  # its recipe changed
+    assert not runner.same_training_code(luong, trained, plugin)
+    assert not runner.same_training_code(luong, mended, plugin)
+    assert not runner.same_training_code(luong, mended, trained)  # not a descendant
+    assert not runner.same_training_code(luong, trained, mended + "+changes-0123456789")
+    # state(): the published key (its commit kept), or refused
+    out = tmp_path / "results"
+    opts = ["--beam", "5", "--slice", "0", "--epochs", "10", "--size", "128"]
+    monkeypatch.setattr(runner, "code_identity", lambda results: mended)
+    for label in (luong, perspe):
+        key = dict(runner.key_of(label, str(out), opts), commit=trained)
+        (out / label.rel).mkdir(parents=True)
+        (out / label.rel / "result.json").write_text(json.dumps(key))
+    assert runner.state(luong, str(out), opts) == "published"
+    with pytest.raises(SystemExit, match=f"other code or options \\(commit: published {trained}, now {mended}"):
+        runner.state(perspe, str(out), opts)
+
+
 def test_the_recipes_own_results_are_made_only_from_a_clean_commit(monkeypatch):
     _, runner = load_runner()
     monkeypatch.setattr(runner, "code_commit", lambda results: ("a" * 40, ["fairseq_luong/models/luong_lstm.py"]))

@@ -10,8 +10,10 @@ WORK's layout, with a ``result.json`` that keys them on
 - the study's options (slice, epochs, size, beam) and the system's fairseq-train options.
 
 A rerun skips what is published with the same key and refuses what another commit or other
-options made. When RESULTS is the recipe's own ``results/``, each publication is committed,
-so that a stop (or a restart of the machine) loses only the trainings under way.
+options made, unless that commit is an ancestor and every file changed since is one the
+training does not read (same_training_code: a mended perSPE recipe leaves the Luong rows).
+When RESULTS is the recipe's own ``results/``, each publication is committed, so that a stop
+(or a restart of the machine) loses only the trainings under way.
 """
 import concurrent.futures
 import datetime
@@ -33,6 +35,11 @@ OWN_RESULTS = os.path.join(HERE, "results")
 # the study's options that make a result what it is (paths are not: WORK and the data folder
 # may lie anywhere)
 KEYED_OPTIONS = ("--beam", "--slice", "--epochs", "--size")
+# What no training reads (this file schedules and publishes; the options it keys come from
+# study.py), and what only perSPE's trainings read: a result published by an older commit stands
+# for the code now when every file changed since is one its training never read.
+READ_BY_NO_TRAINING = ("tests/", "docs/", "examples/luong2015_in_form/runner.py")
+READ_BY_PERSPE_ONLY = ("examples/perspe/",)
 
 
 def git(*args: str) -> str:
@@ -128,13 +135,30 @@ class Refused(SystemExit):
     pass
 
 
+def same_training_code(label: Label, published: str, now: str) -> bool:
+    """Commit NOW trains LABEL as commit PUBLISHED did: the same commit, or a descendant that
+    changed only files the training never reads (READ_BY_*; a checkout with changes: never)."""
+    if published == now:
+        return True
+    if "+" in published or "+" in now or subprocess.run(
+            ["git", "-C", REPO, "merge-base", "--is-ancestor", published, now], capture_output=True).returncode:
+        return False
+    results = os.path.relpath(os.path.realpath(OWN_RESULTS), os.path.realpath(REPO))
+    changed = git("diff", "--name-only", published, now, "--", ".", f":(exclude){results}").split()
+    unread = READ_BY_NO_TRAINING + (() if label.perspe else READ_BY_PERSPE_ONLY)
+    return all(path.startswith(unread) for path in changed)
+
+
 def state(label: Label, results: str, study_opts: Sequence[str]) -> str:
-    """'new', or 'published' (with the same key); refuses a result made by other code or options."""
+    """'new', or 'published' (with the same key, its commit or one that trains it alike:
+    same_training_code); refuses a result made by other code or options."""
     path = os.path.join(results, label.rel, "result.json")
     before = read_json(path)
     if before is None:
         return "new"
     now = key_of(label, results, study_opts)
+    if same_training_code(label, before.get("commit", ""), now["commit"]):
+        now["commit"] = before["commit"]
     if {k: before.get(k) for k in now} != now:
         raise Refused(f"[in_form] error: {path} was made by other code or options ({difference(before, now)}): "
                       f"check out commit {before.get('commit', '?')[:12]} to go on with it, or give another --results")

@@ -53,7 +53,7 @@
 # "Freshness"): a finished step is skipped; a preparation stage whose input, setting or
 # code changed (or whose files were partly deleted) is made again; a seed's training
 # resumes from checkpoint_last.pt; a seed is `trained` only when it reached MAX_UPDATE (or
-# fairseq stopped it early: --patience N after --);
+# fairseq stopped it early: --patience N after --; such a seed is never resumed);
 # eval translates only trained, fresh seeds and redoes what their models changed; table
 # averages the fresh seeds of SEEDS and names the missing ones. Training prints one line
 # per epoch; the full log is named.
@@ -344,6 +344,10 @@ train_seed() {  # NAME SEED OPTIONS...
     stamp "$dir/trained" "$key" "$dir/checkpoints"; say "$name seed $seed: trained already (code change accepted)"; return
   fi
   rm -f "$dir/trained" "$dir/trained.key"
+  if stopped_early "$dir"; then  # stopped by --patience: complete (a resumed run would train past its stop)
+    touch "$dir/trained"; stamp "$dir/trained" "$key" "$dir/checkpoints"
+    say "$name seed $seed: trained already (fairseq stopped it early after $(final_updates "$dir") updates)"; return
+  fi
   say "training $name seed $seed: ${*:-(arch defaults)}; $MAX_UPDATE updates of $BATCH tokens" \
       "(= --max-tokens $MAX_TOKENS x --update-freq $UPDATE_FREQ x $GPUS GPU(s)); log: $dir/train.log"
   lock_heavy
@@ -355,10 +359,19 @@ train_seed() {  # NAME SEED OPTIONS...
   unlock_heavy
   local done_updates; done_updates="$(final_updates "$dir")"
   # trained: MAX_UPDATE reached, or fairseq stopped it early (--patience among the options)
-  (( done_updates == MAX_UPDATE )) || tail -n 5 "$dir/train.log" | grep -q "early stop since valid performance" \
+  (( done_updates == MAX_UPDATE )) || stopped_early "$dir" \
     || die "$name seed $seed: training ended after $done_updates of $MAX_UPDATE \
 updates ($dir/train.log): not marked trained; run train again to resume it"
   touch "$dir/trained"; stamp "$dir/trained" "$key" "$dir/checkpoints"
+}
+# stopped_early DIR: the seed's last fairseq-train run logged fairseq's early stop (--patience)
+# and then "done training" (its final checkpoint saved). The stop line is not among the log's
+# last lines: the checkpoint's and the epoch's lines follow it.
+stopped_early() {
+  [[ -f "$1/train.log" ]] && awk '/fairseq_cli\.train \| \{/ { early = done = 0 }
+    /early stop since valid performance/ { early = 1 }
+    /fairseq_cli\.train \| done training/ { done = early }
+    END { exit !done }' "$1/train.log"
 }
 # final_updates DIR: the updates of the seed's last logged state (0 when none)
 final_updates() { local n; n="$(grep -o "num_updates [0-9]*" "$1/train.log" 2>/dev/null | tail -1 | cut -d' ' -f2)"; echo "${n:-0}"; }
