@@ -36,7 +36,9 @@ SHARED_TARGETS = {
     "load_model_ensemble_and_task": (lambda: checkpoint_utils.load_model_ensemble_and_task,
                                      ["_checked_ensemble", "_check_fit", "_named_missing_file"]),
     "Trainer.load_checkpoint": (lambda: Trainer.load_checkpoint,
-                                ["_taking_the_skipped_step", "_named_architectures", "_checked_resume"]),
+                                ["_restoring_the_count", "_taking_the_skipped_step", "_named_architectures",
+                                 "_checked_resume"]),
+    "Trainer.save_checkpoint": (lambda: Trainer.save_checkpoint, ["_saving_the_count", "_recording"]),
     "Trainer.train_step": (lambda: Trainer.train_step,  # fairseq's metrics.aggregate innermost
                            ["_overflow_on_cpu", "_plan_update", "ContextDecorator.__call__"]),
     "call_main": (lambda: distributed_utils.call_main, ["_from_torchrun", "_fixing_precision"]),

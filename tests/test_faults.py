@@ -377,6 +377,24 @@ def test_a_plateau_schedule_resumed_between_epochs_is_the_uninterrupted_one(data
     assert [loss for _, loss in first + rest] == [loss for _, loss in whole]
 
 
+def test_a_training_stopped_and_resumed_stops_early_where_the_uninterrupted_one_does(data_bin, tmp_path):
+    """--patience 2 at rate 0: every validation after the first is no better, so the training
+    stops after epoch 3. Stopped after epoch 2 (one validation counted) and resumed, it stopped
+    after epoch 5: fairseq does not save should_stop_early's best and count, and the resumed
+    process took epoch 3's validation as a new best (fairseq_patches/patience_resume.py)."""
+    args = ["--patience", "2", "--lr", "0", "--seed", "1"]
+    whole = train(str(data_bin / "bin"), tmp_path / "whole", *args, "--max-epoch", "9")[1]
+    first = train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "2")[1]
+    saved = torch.load(tmp_path / "stopped" / "checkpoint_last.pt", weights_only=True)["extra_state"]
+    rest = train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "9")[1]
+    stop = "early stop since valid performance hasn't improved for last 2 runs"
+    assert stop in whole and stop in rest and stop not in first
+    assert saved["should_stop_early"] == {"best": epochs(first)[0][1], "num_runs": 1}
+    assert epochs(first + rest) == epochs(whole) and len(epochs(whole)) == 3
+    # a new training in the same process starts with no count: it runs its 3 epochs again
+    assert len(epochs(train(str(data_bin / "bin"), tmp_path / "again", *args, "--max-epoch", "9")[1])) == 3
+
+
 @pytest.mark.parametrize("stop", ["after epoch 2", "inside epoch 3"])
 def test_a_training_stopped_and_resumed_trains_on_the_uninterrupted_ones_batches(data_bin, tmp_path, one_thread,
                                                                                  stop):

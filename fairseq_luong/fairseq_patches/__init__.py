@@ -28,6 +28,7 @@ from . import (
     microbatch_seeds,
     model_overrides,
     option_checks,
+    patience_resume,
     plateau_resume,
     precision,
     unk_replacement,
@@ -55,8 +56,8 @@ def apply_all():
     # (keys) and on the load_state_dict error it raised (sizes)
     model_overrides.patch_model_overrides()
     # the same two (3 of 3 each, outermost): the checkpoint's languages and dictionaries
-    # remembered and checked against the run's task; Trainer.save_checkpoint records them;
-    # Trainer.load_checkpoint (1 of 3) checks them on resume
+    # remembered and checked against the run's task; Trainer.save_checkpoint (1 of 2) records
+    # them; Trainer.load_checkpoint (1 of 4) checks them on resume
     checkpoint_identity.patch_checkpoint_identity()
 
     # ---- data loading
@@ -80,11 +81,14 @@ def apply_all():
     distributed.patch_torchrun()
     # fairseq_cli.train.main: --save-dir locked and not a file, divergence in one line;
     # torch_persistent_save and checkpoint copies: whole files or none; Trainer.load_checkpoint
-    # (2 of 3): another architecture in one line, around the identity check (1 of 3)
+    # (2 of 4): another architecture in one line, around the identity check (1 of 4)
     long_runs.patch_long_runs()
-    # Trainer.load_checkpoint (3 of 3, outermost): a resume between epochs takes the plateau step
-    # fairseq skipped; ReduceLROnPlateauLRSchedule.state_dict/load_state_dict: its counters saved
+    # Trainer.load_checkpoint (3 of 4): a resume between epochs takes the plateau step fairseq
+    # skipped; ReduceLROnPlateauLRSchedule.state_dict/load_state_dict: its counters saved
     plateau_resume.patch_plateau_resume()
+    # Trainer.save_checkpoint (2 of 2) saves --patience's best and count, Trainer.load_checkpoint
+    # (4 of 4, outermost) sets them back on resume (a new training: none)
+    patience_resume.patch_patience_resume()
 
     # ---- generation (fairseq-generate, fairseq-interactive)
     # prepare_for_inference_ (1 of 2): bfloat16 for --bf16, inside --replace-unk's (2 of 2);
