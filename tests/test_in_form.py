@@ -353,6 +353,34 @@ def test_unk_replacement_helps_every_model_only_once_every_model_is_measured():
     assert study.unk_verdict({"a": -0.2, "b": 0.0}, [], 7) == "does not hold"
 
 
+def test_the_perspe_verdict_names_the_seeds_it_stands_on_and_writes_nothing_into_results(tmp_path):
+    """The verdict's row said "3 seeds" with one seed of each system published, and the paired
+    bootstrap left its normalised texts in RESULTS/eval/perspe, beside the committed results."""
+    study, _ = load_runner()
+    refs = ["今日 は 晴れ です 。", "私 は 学生 です 。", "猫 が 好き です 。", "駅 まで 歩き ます 。"]
+    (tmp_path / "perspe" / "raw").mkdir(parents=True)
+    (tmp_path / "perspe" / "raw" / "test.ja").write_text("\n".join(refs) + "\n", encoding="utf-8")
+
+    def publish(name, seed, bleu, hyps):
+        d = tmp_path / "perspe" / "systems" / name / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "trained").touch()
+        (d / "study_bleu.json").write_text(json.dumps({"BLEU": bleu}))
+        (d / "study_test.hyp").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+
+    publish("spe_spe", 1, 20.0, ["今日 は 雨 です 。", "私 は 先生 です 。", "犬 が 好き です 。",
+                                 "駅 へ 行き ます 。"])
+    publish("spe_perspe", 1, 30.0, refs[:2] + ["犬 が 好き です 。", "駅 まで 歩き ます 。"])
+    publish("spe_perspe", 2, 28.0, refs[:1] + ["私 は 先生 です 。", "猫 が 好き です 。", "駅 まで 歩き ます 。"])
+    before = sorted(p for p in tmp_path.rglob("*"))
+    lines, verdicts = [], []
+    study.perspe(study.Study(str(tmp_path), ""), lines.append, verdicts)
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+    [(_, _, here, _)] = verdicts
+    assert here.startswith("+9.00 (1 and 2 seeds; p ") and "| spe_perspe | 30.00 / 28.00 | 29.00 ± 1.41 |" in lines
+    assert study.seeds_of([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == "3 seeds each"
+
+
 def test_a_kftt_row_trained_at_another_size_is_reported_beside_the_studys_own(tmp_path):
     """results/sizes/H holds a KFTT row trained again at H units: the report gives a row per
     size (its training and validation perplexity and their gap), their curves, and the reason

@@ -1171,14 +1171,20 @@ def perspe(study: Study, w, verdicts):
         w(f"SPE/perSPE - SPE/SPE: {d:+.2f} BLEU (seed se of the difference {fmt(se, '.2f')}; paired bootstrap "
           f"of the seeds closest to each mean: p = {fmt(p, '.3f')}).")
         verdicts.append(("perSPE: phrase-level perturbation of the decoder positions gains BLEU",
-                         "+0.4 (ASPEC, one run each)", f"{d:+.2f} (3 seeds; p {fmt(p, '.3f')})", v))
+                         "+0.4 (ASPEC, one run each)", f"{d:+.2f} ({seeds_of(a, b)}; p {fmt(p, '.3f')})", v))
     w("")
+
+
+def seeds_of(a: Sequence[float], b: Sequence[float]) -> str:
+    """How many seeds a comparison of A with B stands on."""
+    return f"{len(a)} seed{'s' * (len(a) > 1)} each" if len(a) == len(b) else f"{len(a)} and {len(b)} seeds"
 
 
 def perspe_paired(study: Study, scores) -> Optional[float]:
     """Paired bootstrap of the perSPE seed closest to its mean against the SPE one, on the
-    normalised text and ja-mecab tokens score.py uses."""
+    normalised text and ja-mecab tokens score.py uses (written to a scratch folder, not RESULTS)."""
     import subprocess
+    import tempfile
 
     picks = {}
     for name, per in scores.items():
@@ -1187,21 +1193,20 @@ def perspe_paired(study: Study, scores) -> Optional[float]:
         m = statistics.mean(per.values())
         picks[name] = min(per, key=lambda s: (abs(per[s] - m), s))
     base = study.path("perspe", "systems")
-    tmp = study.path("eval", "perspe")
-    os.makedirs(tmp, exist_ok=True)
     from fairseq_luong.data.text import normalize_line
 
-    files = {}
-    for name, seed in picks.items():
-        files[name] = os.path.join(tmp, f"{name}.seed{seed}.norm")
-        with open(files[name], "w", encoding="utf-8") as f:
-            hyps = read_lines(os.path.join(base, name, f"seed{seed}", "study_test.hyp"))
-            f.writelines(normalize_line(x) + "\n" for x in hyps)
-    ref = os.path.join(tmp, "ref.norm")
-    with open(ref, "w", encoding="utf-8") as f:
-        f.writelines(normalize_line(x) + "\n" for x in read_lines(study.path("perspe", "raw", "test.ja")))
-    proc = subprocess.run(["sacrebleu", ref, "-i", files["spe_spe"], files["spe_perspe"], "--paired-bs", "-m", "bleu",
-                           "--tokenize", "ja-mecab", "-f", "json"], capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for name, seed in picks.items():
+            files[name] = os.path.join(tmp, f"{name}.seed{seed}.norm")
+            with open(files[name], "w", encoding="utf-8") as f:
+                hyps = read_lines(os.path.join(base, name, f"seed{seed}", "study_test.hyp"))
+                f.writelines(normalize_line(x) + "\n" for x in hyps)
+        ref = os.path.join(tmp, "ref.norm")
+        with open(ref, "w", encoding="utf-8") as f:
+            f.writelines(normalize_line(x) + "\n" for x in read_lines(study.path("perspe", "raw", "test.ja")))
+        proc = subprocess.run(["sacrebleu", ref, "-i", files["spe_spe"], files["spe_perspe"], "--paired-bs", "-m",
+                               "bleu", "--tokenize", "ja-mecab", "-f", "json"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"error: sacrebleu --paired-bs failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout)[1]["BLEU"]["p_value"]
