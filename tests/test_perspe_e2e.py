@@ -110,17 +110,18 @@ def test_a_seed_stopped_early_by_patience_is_trained_and_never_resumed(recipe):
     """fairseq's --patience stop ends a training before MAX_UPDATE. The recipe looked for the
     stop in the log's last 5 lines, where it never is (the checkpoint's and the epoch's lines
     follow it): every early stop was "not marked trained", and training again resumed it past
-    its stop. The rate is 0, so the second validation is no better than the first."""
+    its stop. The rate is 0, so the second validation is no better than the first. A system of
+    its own: the options are the system's, and the other tests' `sys` keeps its own."""
     work, _, _, _ = recipe
-    seed_dir = work / "run" / "systems" / "sys" / "seed3"
+    seed_dir = work / "run" / "systems" / "patient" / "seed1"
     options = ["--", *SYSTEM, *TINY, *FP16, "--patience", "1", "--lr", "0"]
-    first = run_sh(work, "train", "sys", *options, SEEDS="3", MAX_UPDATE="1000")
+    first = run_sh(work, "train", "patient", *options, MAX_UPDATE="1000")
     log = (seed_dir / "train.log").read_text()
     assert "early stop since valid performance hasn't improved for last 1 runs" in log
     assert (seed_dir / "trained").exists() and "training ended after" not in first.stderr
     (seed_dir / "trained").unlink()  # stopped early, not yet marked (as by the recipe before)
-    again = run_sh(work, "train", "sys", *options, SEEDS="3", MAX_UPDATE="1000")
-    assert "sys seed 3: trained already (fairseq stopped it early after " in again.stderr
+    again = run_sh(work, "train", "patient", *options, MAX_UPDATE="1000")
+    assert "patient seed 1: trained already (fairseq stopped it early after " in again.stderr
     assert (seed_dir / "train.log").read_text() == log and (seed_dir / "trained").exists()  # not resumed
 
 
