@@ -212,6 +212,17 @@ def test_a_result_stands_for_a_later_commit_only_when_no_file_its_training_reads
         runner.state(perspe, str(out), opts)
 
 
+def test_one_refuses_a_training_another_process_is_under_way_with(work):
+    _, runner = load_runner()
+    lock = runner.lock_path(str(work), runner.Label("m30k_localp_general_feed", 1))
+    with hold(lock, "pid 42, since 12:00"):
+        proc = study(work, "one", "m30k_localp_general_feed", "1", check=False)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "[in_form] error: m30k_localp_general_feed seed 1 is being trained by another process (pid 42, since 12:00): "
+        "wait for it to end, or stop it")
+
+
 def test_the_recipes_own_results_are_made_only_from_a_clean_commit(monkeypatch):
     _, runner = load_runner()
     monkeypatch.setattr(runner, "code_commit", lambda results: ("a" * 40, ["fairseq_luong/models/luong_lstm.py"]))
@@ -250,6 +261,37 @@ echo "end $name $seed $(date +%s.%N)" >> "$LOG"
     assert most == 2
     # after the failure (the 6th training) only the one under way finishes: nothing new starts
     assert len(starts) <= 7 and len([e for e in events if e[0] == "end"]) == len(starts)
+
+
+def hold(path, holder="pid 1, since now"):
+    """Hold the file's lock as a `run.sh one` under way does (its file open, flock'ed)."""
+    import fcntl
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    f = open(path, "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    f.write(holder)
+    f.flush()
+    return f
+
+
+def test_the_scheduler_leaves_a_training_another_process_is_under_way_with(tmp_path, monkeypatch, capfd):
+    _, runner = load_runner()
+    fake = tmp_path / "run.sh"
+    fake.write_text('echo "start ${@: -2:1} ${@: -1}" >> "$LOG"\n')
+    monkeypatch.setenv("LOG", str(tmp_path / "log"))
+    opts = ["--work-dir", str(tmp_path / "work"), "--beam", "5", "--slice", "0", "--epochs", "10", "--size", "128"]
+    with hold(runner.lock_path(str(tmp_path / "work"), runner.Label("m30k_reverse", 2)), "pid 42, since 12:00"):
+        runner.run_all(2, str(fake), str(tmp_path / "results"), opts)
+    started = (tmp_path / "log").read_text().splitlines()
+    assert "start m30k_reverse 2" not in started
+    assert "start m30k_reverse 1" in started and "start m30k_reverse 3" in started
+    skipped = "[in_form] skip m30k_reverse seed 2: another process trains it (pid 42, since 12:00)"
+    assert skipped in capfd.readouterr().err
+    # a lock that no process holds (the one that held it ended) leaves the training to the scheduler
+    (tmp_path / "log").unlink()
+    runner.run_all(2, str(fake), str(tmp_path / "results"), opts)
+    assert "start m30k_reverse 2" in (tmp_path / "log").read_text().splitlines()
 
 
 def test_plan_uses_the_minutes_the_study_measured(tmp_path):

@@ -42,7 +42,9 @@
 #                    system's; the key of the training records them)
 #
 # Every step is resumable: a finished step is skipped, an interrupted training resumes from
-# its checkpoint_last.pt, a training or preparation made with other options is refused.
+# its checkpoint_last.pt, a training or preparation made with other options is refused. A
+# training runs in one process at a time: `one` refuses a training another `one` is under
+# way with, and `study` leaves it to that process.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -495,6 +497,13 @@ prepare_once() { mkdir -p "$WORK"; ( flock 9; prepare ) 9> "$WORK/.prepare.lock"
 
 one() {  # one SYSTEM SEED: train, evaluate, publish (a published result is compared, not replaced)
   publish --check "$1" "$2"
+  # one process per training: a second `one` of it, or `study` (runner.run_all skips it), would
+  # train into the same folder; the lock is runner.lock_path's, held until this process ends
+  local lock; lock="$(python "$STUDY" lock-path "$1" "$2" --work "$WORK")"
+  mkdir -p "$(dirname "$lock")"
+  exec 8>> "$lock"
+  flock -n 8 || die "$1 seed $2 is being trained by another process ($(cat "$lock")): wait for it to end, or stop it"
+  echo "pid $$, since $(date -u '+%Y-%m-%d %H:%M UTC')" > "$lock"
   prepare_once
   train_one "$1" "$2"
   eval_one "$1" "$2"

@@ -13,7 +13,9 @@ A rerun skips what is published with the same key and refuses what another commi
 options made, unless that commit is an ancestor and every file changed since is one the
 training does not read (same_training_code: a mended perSPE recipe leaves the Luong rows).
 When RESULTS is the recipe's own ``results/``, each publication is committed, so that a stop
-(or a restart of the machine) loses only the trainings under way.
+(or a restart of the machine) loses only the trainings under way. A training runs in one
+process at a time: `run.sh one` holds its lock (lock_path) until it ends, and the scheduler
+leaves a training whose lock another process holds to that process.
 """
 import concurrent.futures
 import datetime
@@ -331,6 +333,25 @@ def publish_finish(work: str, results: str, study_opts: Sequence[str]):
 
 # ---------------------------------------------------------------------------------
 # The scheduler
+def lock_path(work: str, label: Label) -> str:
+    """The file `run.sh one` holds (flock) while it trains, evaluates and publishes LABEL."""
+    return os.path.join(work, "locks", f"{label.name}.s{label.seed}.lock")
+
+
+def held_by(work: str, label: Label) -> Optional[str]:
+    """What the holder wrote into LABEL's lock ("pid P, since T"), when another process holds it."""
+    path = lock_path(work, label)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f.read().strip() or "a process"
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
 def run_all(jobs: int, run_sh: str, results: str, study_opts: Sequence[str]):
     """Every training not yet published, JOBS at a time (`run.sh one`, which sets one thread);
     after a failure no new training starts, the running ones finish, and the status is 1."""
@@ -351,6 +372,10 @@ def run_all(jobs: int, run_sh: str, results: str, study_opts: Sequence[str]):
                 if failed or not queue:
                     return
                 label = queue.pop(0)
+            holder = held_by(work, label)
+            if holder:  # a `run.sh one` started by hand: it publishes the training itself
+                print(f"[in_form] skip {label}: another process trains it ({holder})", file=sys.stderr)
+                continue
             t0 = time.time()
             log = os.path.join(logs, f"{label.name}.s{label.seed}.log")
             print(f"[in_form] {time.strftime('%H:%M:%S')} start {label}", file=sys.stderr)

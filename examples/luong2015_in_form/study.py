@@ -345,6 +345,12 @@ def cmd_publish(args):
         runner.publish(runner.Label(args.name, args.seed), args.work, args.results, opts)
 
 
+def cmd_lock_path(args):
+    import runner
+
+    print(runner.lock_path(args.work, runner.Label(args.name, args.seed)))
+
+
 def cmd_run(args):
     import runner
 
@@ -1499,6 +1505,11 @@ def main(argv=None):
     p.add_argument("--work", required=True)
     p.add_argument("--results", required=True)
     p.set_defaults(fn=cmd_publish)
+    p = sub.add_parser("lock-path", help="(run.sh one) the file held while SYSTEM SEED trains")
+    p.add_argument("name")
+    p.add_argument("seed", type=int)
+    p.add_argument("--work", required=True)
+    p.set_defaults(fn=cmd_lock_path)
     p = sub.add_parser("run", help="(run.sh study) every training not yet published, --jobs at a time")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--run-sh", required=True)
