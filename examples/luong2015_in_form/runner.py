@@ -52,14 +52,17 @@ def is_own(results: str) -> bool:
     return os.path.realpath(results) == os.path.realpath(OWN_RESULTS)
 
 
+def outside(results: str) -> List[str]:
+    """git's pathspec of the checkout without RESULTS (the whole checkout when RESULTS lies elsewhere)."""
+    rel = os.path.relpath(os.path.realpath(results), os.path.realpath(REPO))
+    return ["--", "."] if rel.startswith("..") else ["--", ".", f":(exclude){rel}"]
+
+
 def code_commit(results: str) -> Tuple[str, List[str]]:
     """(the commit of the code, the files that differ from it): the newest commit that
     changed anything outside RESULTS, and the changed or new files outside RESULTS."""
-    outside = ["--", ".", f":(exclude){os.path.relpath(os.path.realpath(results), os.path.realpath(REPO))}"]
-    if os.path.relpath(os.path.realpath(results), os.path.realpath(REPO)).startswith(".."):
-        outside = ["--", "."]
-    commit = git("log", "-1", "--format=%H", *outside).strip()
-    changed = [line[3:] for line in git("status", "--porcelain", *outside).splitlines()]
+    commit = git("log", "-1", "--format=%H", *outside(results)).strip()
+    changed = [line[3:] for line in git("status", "--porcelain", *outside(results)).splitlines()]
     return commit, changed
 
 
@@ -145,8 +148,7 @@ def same_training_code(label: Label, published: str, now: str) -> bool:
     if "+" in published or "+" in now or subprocess.run(
             ["git", "-C", REPO, "merge-base", "--is-ancestor", published, now], capture_output=True).returncode:
         return False
-    results = os.path.relpath(os.path.realpath(OWN_RESULTS), os.path.realpath(REPO))
-    changed = git("diff", "--name-only", published, now, "--", ".", f":(exclude){results}").split()
+    changed = git("diff", "--name-only", published, now, *outside(OWN_RESULTS)).split()
     unread = READ_BY_NO_TRAINING + (() if label.perspe else READ_BY_PERSPE_ONLY)
     return all(path.startswith(unread) for path in changed)
 
