@@ -369,13 +369,14 @@ def test_report_has_every_table_and_says_what_is_missing(work):
         assert heading in report, heading
     assert (work / "results" / "figures" / "fig2_bleu_by_length.png").stat().st_size > 0
     # the ensemble's members were not all trained: the report says so, it does not invent a row
-    assert "| ensemble of 8 models + unk replace | 0 |" in report
+    assert "| ensemble of 3 models + unk replace (the paper's: 8) | 0 |" in report
     assert "not run" in report
     # "unk replacement helps every attention model" cannot hold before every one of them is measured
     unk = re.search(r"\| Table 4: unk replacement helps every attention model \| .* \((\d) of (\d) models measured\) "
                     r"\| ([a-z ]+) \|", report)
     assert unk and int(unk[1]) < int(unk[2]) == 7 and unk[3] != "holds", unk
-    assert "**ensemble** waits for m30k_global_location_feed.s1, " in report
+    assert ("**ensemble** waits for m30k_global_location.s3, m30k_global_location_feed.s3, "
+            "m30k_localp_general_feed.s3: not trained yet.") in report
     # every published training has its row, its commit and the command that remakes it
     assert "| m30k_localp_general_feed seed 1 | " in report
     remake = "`OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash examples/luong2015_in_form/run.sh one"
