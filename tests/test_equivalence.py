@@ -371,41 +371,43 @@ def test_bf16_autocast_forward_backward_is_finite(arch, extra):
 
 
 @pytest.mark.parametrize("has_kernel", [False, True])
-def test_lstm_under_autocast_falls_back_to_float32_without_onednn_kernel(monkeypatch, has_kernel):
-    # CPUs without AVX512-BF16 have no oneDNN bf16 LSTM (nn.LSTM would raise); every LSTM
-    # the models build must then run an unpacked input in float32 outside autocast, same
-    # numbers as without autocast, and leave packed input (another kernel) to autocast.
-    # Both branches are forced here, whatever this machine has.
-    from torch.nn.utils.rnn import pack_padded_sequence
+def test_lstm_under_autocast_avoids_onednn_without_its_kernel(monkeypatch, has_kernel):
+    # CPUs without AVX512-BF16 have no oneDNN bf16 LSTM, and PyTorch hands oneDNN every batch
+    # of equal lengths (unpacked, or one packed sentence), where nn.LSTM raises. Every LSTM the
+    # models build then runs PyTorch's own kernel, still under autocast: one sentence gives the
+    # numbers it gets inside a ragged batch (that kernel's, bf16), not float32's. With a kernel,
+    # oneDNN is left on. Both branches are forced here, whatever this machine has.
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
     from fairseq_luong.modules import autocast_safe_lstm
     from fairseq_luong.modules.luong_init import LSTM
 
     torch.manual_seed(0)
-    layer = LSTM(8, 8)
-    x, h0, c0 = torch.randn(5, 3, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8)
-    want, (want_h, want_c) = layer(x, (h0, c0))
+    layer = LSTM(8, 8, num_layers=2)
+    x, h0, c0 = torch.randn(5, 3, 8), torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    fp32, _ = layer(x[:, :1], (h0[:, :1], c0[:, :1]))
     calls = []
     real_forward = torch.nn.LSTM.forward
 
     def spy_forward(self, inp, hx=None):
-        calls.append((type(inp).__name__, inp.data.dtype, torch.is_autocast_enabled("cpu")))
+        calls.append((type(inp).__name__, torch.is_autocast_enabled("cpu"), torch.backends.mkldnn.enabled))
         # with a kernel, do not run it: this machine may not have one
         return (inp, hx) if has_kernel else real_forward(self, inp, hx)
 
     monkeypatch.setattr(torch.nn.LSTM, "forward", spy_forward)
     monkeypatch.setattr(autocast_safe_lstm, "_onednn_has_kernel", lambda dtype: has_kernel)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out, (h, c) = layer(x, (h0, c0))
-        calls_unpacked = calls[:]
-        layer(pack_padded_sequence(x, torch.tensor([5, 4, 2])))
-    if has_kernel:
-        assert calls_unpacked == [("Tensor", torch.float32, True)]  # left to autocast
-    else:
-        assert calls_unpacked == [("Tensor", torch.float32, False)]
-        assert out.dtype == torch.float32
-        assert torch.equal(out, want) and torch.equal(h, want_h) and torch.equal(c, want_c)
-    assert calls[1:] == [("PackedSequence", torch.float32, True)]  # packed: always autocast
+        alone, (h, c) = layer(x[:, :1], (h0[:, :1], c0[:, :1]))
+        one_packed = layer(pack_padded_sequence(x[:, :1], torch.tensor([5])), (h0[:, :1], c0[:, :1]))
+        ragged = layer(pack_padded_sequence(x, torch.tensor([5, 4, 2])), (h0, c0))
+    assert torch.backends.mkldnn.enabled  # restored
+    kinds = ["Tensor", "PackedSequence", "PackedSequence"]
+    assert calls == [(kind, True, has_kernel) for kind in kinds]
+    if not has_kernel:
+        in_batch = pad_packed_sequence(ragged[0])[0][:, :1]
+        assert torch.equal(alone, in_batch) and torch.equal(pad_packed_sequence(one_packed[0])[0], in_batch)
+        assert torch.equal(h, ragged[1][0][:, :1]) and torch.equal(c, ragged[1][1][:, :1])
+        assert 0 < (alone.float() - fp32).abs().max() < 0.05  # bf16, not float32
 
 
 RNNSEARCH_CLAIMS = {
