@@ -1,5 +1,5 @@
 """``nn.LSTM`` that still runs under CPU autocast where oneDNN has no kernel for its dtype."""
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Optional, Tuple
 
 import torch
@@ -43,11 +43,10 @@ class AutocastSafeLSTM(nn.LSTM):
 
     def forward(self, input, hx: Optional[Tuple[Tensor, Tensor]] = None):
         data = input.data if isinstance(input, PackedSequence) else input
-        if (
+        no_kernel = (
             data.device.type == "cpu"
             and torch.is_autocast_enabled("cpu")
             and not _onednn_has_kernel(torch.get_autocast_dtype("cpu"))
-        ):
-            with _without_onednn():
-                return super().forward(input, hx)
-        return super().forward(input, hx)
+        )
+        with _without_onednn() if no_kernel else nullcontext():
+            return super().forward(input, hx)
