@@ -125,7 +125,8 @@ if missing:
 print(f"[gpu_session] fairseq {fairseq.__version__} from {fairseq.__file__}; fairseq_luong registered")
 PY
   local tool
-  tool="$("$PY" -c 'import sys; sys.path.insert(0, "scripts/bench"); from gpu_check import bin_path
+  # gpu_check.py's bin_path, with scripts/bench on this one command's PYTHONPATH (as when it runs as a script)
+  tool="$(PYTHONPATH="$REPO/scripts/bench:$PYTHONPATH" "$PY" -c 'from gpu_check import bin_path
 print(bin_path("fairseq-train"))')"
   if ! "$tool" --help > /dev/null 2>&1; then
     echo "gpu_session.sh: $tool --help fails: gpu_check.py could not train"
