@@ -35,19 +35,23 @@ def study(work, *words, check=True):
     return proc
 
 
-def load_runner():
-    """examples/luong2015_in_form/runner.py and study.py as the recipe runs them (a script's
-    folder first on the path), without putting the examples on sys.path for other tests."""
+# the recipe's Python parts, each importing only the ones before it (study.py's docstring says what each holds)
+PARTS = ("systems", "published", "verdicts", "claims", "report", "runner", "study")
+
+
+def load_recipe():
+    """examples/luong2015_in_form's modules as the recipe runs them (a script's folder first on
+    the path), without putting the examples on sys.path for other tests."""
     import importlib.util
     import sys
+    import types
 
     mods = {}
-    for name in ("study", "runner"):
+    for name in PARTS:
         spec = importlib.util.spec_from_file_location(name, RUN.parent / f"{name}.py")
-        mods[name] = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mods[name]
+        mods[name] = sys.modules[name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mods[name])
-    return mods["study"], mods["runner"]
+    return types.SimpleNamespace(**mods)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +115,7 @@ def test_multi30k_words_are_capped_so_that_unk_occurs(work):
 def test_each_training_is_published_with_its_commit_options_and_scores(work):
     """`one` copies the small files into --results, keyed on the commit of the code (this
     checkout: with its changes, if any) and the options; checkpoints stay in the work folder."""
-    _, runner = load_runner()
+    runner = load_recipe().runner
     results = work / "results"
     commit = runner.code_identity(str(results))
     head = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%H", "--", "."],
@@ -164,7 +168,7 @@ def test_a_result_stands_for_a_later_commit_only_when_no_file_its_training_reads
     """The study's results are keyed on the commit that trained them. A later commit that mends
     the perSPE recipe, a test or this scheduler leaves the published Luong rows standing, not
     perSPE's; a change to the plugin, or a commit that is not a descendant, refuses them."""
-    _, runner = load_runner()
+    runner = load_recipe().runner
     repo = tmp_path / "repo"
 
     def git(*words):
@@ -213,7 +217,7 @@ def test_a_result_stands_for_a_later_commit_only_when_no_file_its_training_reads
 
 
 def test_one_refuses_a_training_another_process_is_under_way_with(work):
-    _, runner = load_runner()
+    runner = load_recipe().runner
     lock = runner.lock_path(str(work), runner.Label("m30k_localp_general_feed", 1))
     with hold(lock, "pid 42, since 12:00"):
         proc = study(work, "one", "m30k_localp_general_feed", "1", check=False)
@@ -224,7 +228,7 @@ def test_one_refuses_a_training_another_process_is_under_way_with(work):
 
 
 def test_the_recipes_own_results_are_made_only_from_a_clean_commit(monkeypatch):
-    _, runner = load_runner()
+    runner = load_recipe().runner
     monkeypatch.setattr(runner, "code_commit", lambda results: ("a" * 40, ["fairseq_luong/models/luong_lstm.py"]))
     with pytest.raises(SystemExit, match="this checkout has changes: fairseq_luong/models/luong_lstm.py; commit them"):
         runner.check_all(runner.OWN_RESULTS, ["--beam", "5", "--slice", "0", "--epochs", "10", "--size", "128"])
@@ -233,7 +237,7 @@ def test_the_recipes_own_results_are_made_only_from_a_clean_commit(monkeypatch):
 def test_the_scheduler_runs_jobs_at_a_time_and_stops_after_a_failure(tmp_path, monkeypatch):
     """JOBS `run.sh one` at once, in the study's order (one thread each is run.sh's own setting:
     test_every_step_runs_one_thread_whatever_the_environment_says)."""
-    _, runner = load_runner()
+    runner = load_recipe().runner
     fake = tmp_path / "run.sh"
     fake.write_text("""#!/usr/bin/env bash
 name="${@: -2:1}" seed="${@: -1}"
@@ -276,7 +280,7 @@ def hold(path, holder="pid 1, since now"):
 
 
 def test_the_scheduler_leaves_a_training_another_process_is_under_way_with(tmp_path, monkeypatch, capfd):
-    _, runner = load_runner()
+    runner = load_recipe().runner
     fake = tmp_path / "run.sh"
     fake.write_text('echo "start ${@: -2:1} ${@: -1}" >> "$LOG"\n')
     monkeypatch.setenv("LOG", str(tmp_path / "log"))
@@ -352,11 +356,11 @@ def test_convergence_reads_epochs_rate_and_the_fall_of_the_last_two_epochs(tmp_p
                                                                           stopped, last_two):
     """What the report's convergence table says of each training: a curve ends flat when
     validation perplexity fell by less than 1 % over its last two epochs."""
-    study, _ = load_runner()
+    recipe = load_recipe()
     log = tmp_path / "train.log"
     log.write_text("".join(_log_line(e + 1, p, lr, 10 * (e + 1)) for e, (p, lr) in enumerate(zip(ppls, lrs)))
                    + (f"2026-11-27 06:00:02 | INFO | fairseq_cli.train | {ending}\n" if ending else ""))
-    c = study.convergence(str(log))
+    c = recipe.published.convergence(str(log))
     assert (c.epochs, c.final_lr, c.stopped, c.flat, c.best_ppl) == (len(ppls), lrs[-1], stopped, flat, min(ppls))
     assert c.last_two == pytest.approx(last_two)
 
@@ -388,18 +392,18 @@ def test_unk_replacement_helps_every_model_only_once_every_model_is_measured():
     """Table 4's claim is about all seven attention models: one measured model with a significant
     gain leaves it inconclusive (the first in-form report said "holds" on 1 of 7); it holds when
     all seven gain significantly, and does not hold when no measured model gains."""
-    study, _ = load_runner()
-    assert study.unk_verdict({"global (location)": 4.26}, ["global (location)"], 7) == "inconclusive"
+    recipe = load_recipe()
+    assert recipe.verdicts.unk_verdict({"global (location)": 4.26}, ["global (location)"], 7) == "inconclusive"
     seven = {f"model {i}": 1.5 for i in range(7)}
-    assert study.unk_verdict(seven, list(seven), 7) == "holds"
-    assert study.unk_verdict(seven, list(seven)[:6], 7) == "inconclusive"  # one gain not significant
-    assert study.unk_verdict({"a": -0.2, "b": 0.0}, [], 7) == "does not hold"
+    assert recipe.verdicts.unk_verdict(seven, list(seven), 7) == "holds"
+    assert recipe.verdicts.unk_verdict(seven, list(seven)[:6], 7) == "inconclusive"  # one gain not significant
+    assert recipe.verdicts.unk_verdict({"a": -0.2, "b": 0.0}, [], 7) == "does not hold"
 
 
 def test_the_perspe_verdict_names_the_seeds_it_stands_on_and_writes_nothing_into_results(tmp_path):
     """The verdict's row said "3 seeds" with one seed of each system published, and the paired
     bootstrap left its normalised texts in RESULTS/eval/perspe, beside the committed results."""
-    study, _ = load_runner()
+    recipe = load_recipe()
     refs = ["今日 は 晴れ です 。", "私 は 学生 です 。", "猫 が 好き です 。", "駅 まで 歩き ます 。"]
     (tmp_path / "perspe" / "raw").mkdir(parents=True)
     (tmp_path / "perspe" / "raw" / "test.ja").write_text("\n".join(refs) + "\n", encoding="utf-8")
@@ -417,18 +421,18 @@ def test_the_perspe_verdict_names_the_seeds_it_stands_on_and_writes_nothing_into
     publish("spe_perspe", 2, 28.0, refs[:1] + ["私 は 先生 です 。", "猫 が 好き です 。", "駅 まで 歩き ます 。"])
     before = sorted(p for p in tmp_path.rglob("*"))
     lines, verdicts = [], []
-    study.perspe(study.Study(str(tmp_path), ""), lines.append, verdicts)
+    recipe.claims.perspe(recipe.published.Study(str(tmp_path), ""), lines.append, verdicts)
     assert sorted(p for p in tmp_path.rglob("*")) == before
     [(_, _, here, _)] = verdicts
     assert here.startswith("+9.00 (1 and 2 seeds; p ") and "| spe_perspe | 30.00 / 28.00 | 29.00 ± 1.41 |" in lines
-    assert study.seeds_of([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == "3 seeds each"
+    assert recipe.verdicts.seeds_of([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == "3 seeds each"
 
 
 def test_a_kftt_row_trained_at_another_size_is_reported_beside_the_studys_own(tmp_path):
     """results/sizes/H holds a KFTT row trained again at H units: the report gives a row per
     size (its training and validation perplexity and their gap), their curves, and the reason
     Table 6 is not testable names the BLEU of both sizes."""
-    study, _ = load_runner()
+    recipe = load_recipe()
     name = "kftt_global_location_feed"
 
     def publish(root, size, ppls, bleu):
@@ -440,31 +444,31 @@ def test_a_kftt_row_trained_at_another_size_is_reported_beside_the_studys_own(tm
         d.joinpath("test_ppl.json").write_text(json.dumps({"ppl": 2 * ppls[-1][1]}))
         d.joinpath("result.json").write_text(json.dumps({"commit": "c" * 40, "study": {"size": str(size)}}))
 
-    results = study.Study(str(tmp_path), "")
+    results = recipe.published.Study(str(tmp_path), "")
     lines = []
-    study.kftt_sizes(results, lines.append, str(tmp_path / "figures"))
+    recipe.claims.kftt_sizes(results, lines.append, str(tmp_path / "figures"))
     assert lines == []  # no other size: no section
     publish(tmp_path, 0, [(100.0, 120.0), (40.0, 80.0), (20.0, 60.0)], 2.51)
     publish(tmp_path / "sizes" / "128", 128, [(150.0, 160.0), (90.0, 110.0), (70.0, 105.0)], 1.2)
-    study.kftt_sizes(results, lines.append, str(tmp_path / "figures"))
+    recipe.claims.kftt_sizes(results, lines.append, str(tmp_path / "figures"))
     rows = [line for line in lines if line.startswith(f"| {name} seed 1 |")]
     assert [r.split(" | ")[1:9] for r in rows] == [
         ["2 x 128", "c" * 10, "3", "+34.38 %", "70.00", "105.00", "1.5x", "210.00"],
         ["2 x 256", "c" * 10, "3", "+50.00 %", "20.00", "60.00", "3.0x", "120.00"]]
     assert (tmp_path / "figures" / "kftt_sizes.png").stat().st_size > 0
-    assert study.untestable(results, [name]) == f"{name} reaches 2.51 BLEU at 2 x 256 (1.20 at 2 x 128)"
+    assert recipe.verdicts.untestable(results, [name]) == f"{name} reaches 2.51 BLEU at 2 x 256 (1.20 at 2 x 128)"
 
 
 def test_the_targets_say_met_only_when_every_seed_or_row_is_in(tmp_path):
     """The report's targets: Multi30k's local-p by the mean of all its seeds (a missing seed:
     not measured yet), each KFTT attention model's BLEU and its AER against the diagonal's,
     perSPE's seeds, and flat curves only once every training is in."""
-    study, _ = load_runner()
+    recipe = load_recipe()
     gold = tmp_path / "gold"
     gold.mkdir()
     for name, text in (("jaen.gold", "1-1 2-2"), ("jaen.ja", "a b"), ("jaen.en", "x y")):
         gold.joinpath(name).write_text(text + "\n")
-    results = study.Study(str(tmp_path / "results"), str(gold))
+    results = recipe.published.Study(str(tmp_path / "results"), str(gold))
 
     def publish(name, seed, bleu, ppls=(20.0, 10.0, 9.99, 9.98)):
         d = tmp_path / "results" / "systems" / f"{name}.s{seed}"
@@ -479,7 +483,7 @@ def test_the_targets_say_met_only_when_every_seed_or_row_is_in(tmp_path):
 
     def table():
         lines = []
-        study.targets(results, lines.append)
+        recipe.report.targets(results, lines.append)
         return {r.split(" | ")[0].lstrip("| "): r.split(" | ")[1:] for r in lines
                 if r.startswith("| ") and "---" not in r}
 
@@ -510,7 +514,7 @@ def test_an_ensemble_tells_members_not_trained_yet_from_checkpoints_lost(tmp_pat
     """``finish`` records the members of each ensemble whose checkpoint is not in the work
     folder: one not published yet is waited for; one published whose checkpoint is gone (a
     replaced machine) is lost, and the report gives the commands that remake it."""
-    study, _ = load_runner()
+    recipe = load_recipe()
     results = tmp_path / "results"
     d = results / "systems" / "kftt_global_location_feed.s1"
     d.mkdir(parents=True)
@@ -520,11 +524,11 @@ def test_an_ensemble_tells_members_not_trained_yet_from_checkpoints_lost(tmp_pat
     (results / "eval" / "missing.json").write_text(json.dumps({"missing": {"aer_ensemble": [
         "kftt_global_location_feed.s1", "kftt_localm_general_feed.s1"]}}))
     lines = []
-    study.trainings_table(study.Study(str(results), ""), lines.append)
+    recipe.report.trainings_table(recipe.published.Study(str(results), ""), lines.append)
     text = "\n".join(lines)
     assert "**aer_ensemble** waits for kftt_localm_general_feed.s1: not trained yet." in text
     assert "**aer_ensemble** lacks the checkpoints of kftt_global_location_feed.s1: published" in text
-    assert f"`{study.REMAKE} kftt_global_location_feed 1`, then `run.sh finish`." in text
+    assert f"`{recipe.report.REMAKE} kftt_global_location_feed 1`, then `run.sh finish`." in text
     assert "kftt_localm_general_feed 1`" not in text
     # published after `finish` wrote missing.json (its commit's time): not lost, finish makes the row again
     import datetime
@@ -533,9 +537,10 @@ def test_an_ensemble_tells_members_not_trained_yet_from_checkpoints_lost(tmp_pat
                                                      "commit": "c" * 40, "scores": {"bleu": 2.5},
                                                      "published": "2026-11-28 09:56:57 UTC"}))
     for minute, lost in ((50, False), (59, True)):
-        study.committed_at = lambda path: datetime.datetime(2026, 11, 28, 9, minute, tzinfo=datetime.timezone.utc)
+        recipe.report.committed_at = lambda path: datetime.datetime(2026, 11, 28, 9, minute,
+                                                                    tzinfo=datetime.timezone.utc)
         lines = []
-        study.trainings_table(study.Study(str(results), ""), lines.append)
+        recipe.report.trainings_table(recipe.published.Study(str(results), ""), lines.append)
         text = "\n".join(lines)
         assert ("lacks the checkpoints of kftt_global_location_feed.s1" in text) == lost, text
         assert ("**aer_ensemble**: kftt_global_location_feed.s1 trained after `run.sh finish` last ran" in text) \
@@ -546,10 +551,10 @@ def test_figure_2s_bleu_of_tokenised_text_prints_no_warning_per_resample(caplog)
     """Figure 2 scores against KFTT's tokenised reference on purpose: its bootstrap calls
     sacreBLEU 4 times per resample, and sacreBLEU's warning about tokenised text (3 lines
     each) filled the report's output with 4,000 lines."""
-    study, _ = load_runner()
+    recipe = load_recipe()
     refs = [f"this is sentence {i} ." for i in range(400)]
     hyps = [f"this is a sentence {i} ." for i in range(400)]
     lengths = [5 + i % 40 for i in range(400)]
-    p = study.bootstrap_drop_difference(hyps, refs, refs, lengths, 30, n=3)
+    p = recipe.verdicts.bootstrap_drop_difference(hyps, refs, refs, lengths, 30, n=3)
     assert 0 <= p <= 1
     assert not [r for r in caplog.records if "detokenize" in r.getMessage()]

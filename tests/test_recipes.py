@@ -388,7 +388,7 @@ def test_the_perspe_recipe_and_the_study_train_the_papers_systems_as_the_protoco
 
     from fairseq_luong.protocols import oka2022
 
-    study = runpy.run_path(str(REPO / "examples" / "luong2015_in_form" / "study.py"), run_name="study")
+    study = runpy.run_path(str(REPO / "examples" / "luong2015_in_form" / "systems.py"), run_name="systems")
     for name, options in study["PERSPE_SYSTEMS"].items():
         assert options == list(oka2022.BY_NAME[name].options), name
         assert study["perspe_options"](name)[:len(options)] == options

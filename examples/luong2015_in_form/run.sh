@@ -30,9 +30,9 @@
 #   --work-dir DIR   everything goes here (default: runs/luong2015_in_form in the checkout)
 #   --beam N         beam size of every translation (default: 5)
 #   --slice N        use the first N training pairs of each corpus (tests; default: all)
-#   --epochs N       at most N epochs of every system (default: study.py MAX_EPOCHS; the
+#   --epochs N       at most N epochs of every system (default: systems.py MAX_EPOCHS; the
 #                    schedule stops each training when it has converged; tests: fewer)
-#   --size H         units of every layer of every system (default 0: the study's own, study.py
+#   --size H         units of every layer of every system (default 0: the study's own, systems.py
 #                    SIZES: one per corpus; tests: fewer)
 #   --jobs N         trainings at a time in `study`, one thread each (default: 2)
 #   --results DIR    where `study`, `one` and `finish` publish the small result files and the
@@ -72,7 +72,7 @@ set -- "${POS[@]+"${POS[@]}"}"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 if (( PLAN )); then command -v python >/dev/null && python "$STUDY" plan --results "$RESULTS" --jobs "$JOBS"; exit 0; fi
 recipe_init
-# the study's own epoch cap (study.py MAX_EPOCHS) unless given
+# the study's own epoch cap (systems.py MAX_EPOCHS) unless given
 [[ -n "$EPOCHS" ]] || EPOCHS="$(python "$STUDY" default max-epochs)"
 # the options that make the study what it is (the key of every published result)
 STUDY_OPTS=(--shared "$SHARED" --work-dir "$WORK" --beam "$BEAM" --slice "$SLICE" --epochs "$EPOCHS" --size "$SIZE")
@@ -362,7 +362,7 @@ model_paths() {  # model_paths NAME.sSEED...: their model.pt joined by ':' (an e
   (IFS=:; echo "${paths[*]}")
 }
 
-evaluate_ensemble() {  # Table 1's last row: the ensemble of study.py's ENSEMBLE, + unk replace
+evaluate_ensemble() {  # Table 1's last row: the ensemble of systems.py's ENSEMBLE, + unk replace
   local members path dir="$WORK/eval/ensemble"
   members=($(python "$STUDY" ensemble))
   path="$(model_paths "${members[@]}")" || { say "ensemble: not all of ${members[*]} are trained and evaluated yet"; return 0; }

@@ -31,6 +31,9 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from published import training_minutes
+from systems import AER_SYSTEMS, BY_NAME, ENSEMBLE, PERSPE_MAX_UPDATE, Label, all_labels, perspe_options
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 OWN_RESULTS = os.path.join(HERE, "results")
@@ -38,7 +41,7 @@ OWN_RESULTS = os.path.join(HERE, "results")
 # may lie anywhere)
 KEYED_OPTIONS = ("--beam", "--slice", "--epochs", "--size")
 # What no training reads (this file schedules and publishes; the options it keys come from
-# study.py), and what only perSPE's trainings read: a result published by an older commit stands
+# systems.py), and what only perSPE's trainings read: a result published by an older commit stands
 # for the code now when every file changed since is one its training never read.
 READ_BY_NO_TRAINING = ("tests/", "docs/", "examples/luong2015_in_form/runner.py")
 READ_BY_PERSPE_ONLY = ("examples/perspe/",)
@@ -86,35 +89,13 @@ def keyed(study_opts: Sequence[str]) -> Dict[str, str]:
     return {k.lstrip("-"): pairs[k] for k in KEYED_OPTIONS}
 
 
-class Label:
-    """One training: NAME.sSEED (perSPE: perspe/systems/NAME/seedSEED, as examples/perspe)."""
-
-    def __init__(self, name: str, seed: int):
-        self.name, self.seed = name, int(seed)
-
-    @property
-    def perspe(self) -> bool:
-        return self.name.startswith("perspe_")
-
-    @property
-    def rel(self) -> str:
-        if self.perspe:
-            return os.path.join("perspe", "systems", self.name[len("perspe_"):], f"seed{self.seed}")
-        return os.path.join("systems", f"{self.name}.s{self.seed}")
-
-    def __str__(self):
-        return f"{self.name} seed {self.seed}"
-
-
 def train_options(label: Label, opts: Dict[str, str]) -> str:
     """The fairseq-train options of the training (perSPE: examples/perspe's PRESET and its own)."""
-    import study
-
     if label.perspe:
-        words = (["PRESET=small", f"MAX_UPDATE={os.environ.get('MAX_UPDATE', study.PERSPE_MAX_UPDATE)}"]
-                 + study.perspe_options(label.name[len("perspe_"):]))
+        words = (["PRESET=small", f"MAX_UPDATE={os.environ.get('MAX_UPDATE', PERSPE_MAX_UPDATE)}"]
+                 + perspe_options(label.name[len("perspe_"):]))
     else:
-        words = study.BY_NAME[label.name].options(int(opts["epochs"]), int(opts["size"])) + ["--seed", str(label.seed)]
+        words = BY_NAME[label.name].options(int(opts["epochs"]), int(opts["size"])) + ["--seed", str(label.seed)]
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -172,38 +153,25 @@ def state(label: Label, results: str, study_opts: Sequence[str]) -> str:
 def check_all(results: str, study_opts: Sequence[str]):
     """Refuse at once when RESULTS holds results of another commit or other options, or when
     the recipe's own results would be made from a checkout that is not a clean commit."""
-    import study
-
     if is_own(results):
         _, changed = code_commit(results)
         if changed:
             raise Refused("[in_form] error: the study's results are made from a commit, and this checkout has "
                           f"changes: {' '.join(changed[:8])}{' ...' if len(changed) > 8 else ''}; commit them "
                           "(or give --results DIR outside results/ for a trial run)")
-    for label in all_labels(study):
+    for label in all_labels():
         state(label, results, study_opts)
-
-
-def all_labels(study) -> List[Label]:
-    """Every training, in run order: seed 1 of every system and of perSPE first."""
-    out = []
-    for seed in (1, 2, 3):
-        out += [Label(s.name, seed) for s, sd in study.trainings() if sd == seed]
-        out += [Label(f"perspe_{n}", seed) for n in study.PERSPE_SYSTEMS if seed in study.PERSPE_SEEDS]
-    return out
 
 
 # ---------------------------------------------------------------------------------
 # What a training publishes: (path in WORK, path in RESULTS), both relative
 def system_files(label: Label, work: str) -> List[str]:
-    import study
-
     if label.perspe:
         return [os.path.join(label.rel, f) for f in ("train.log", "study_bleu.json", "study_test.hyp", "trained")]
     files = [os.path.join(label.rel, f) for f in ("train.log", "test_ppl.json", "test.bleu.json", "test.detok")]
-    if study.BY_NAME[label.name].attention and study.BY_NAME[label.name].corpus == "m30k":
+    if BY_NAME[label.name].attention and BY_NAME[label.name].corpus == "m30k":
         files += [os.path.join(label.rel, f) for f in ("test.unk.bleu.json", "test.unk.detok")]
-    if label.seed == 1 and label.name in study.AER_SYSTEMS:
+    if label.seed == 1 and label.name in AER_SYSTEMS:
         files += [os.path.join("eval", "aer", f"{label.name}.{c}.{x}") for c in ("paper", "fairseq")
                   for x in ("align", "aer")]
     heat = os.path.join("eval", "heatmaps", f"{label.name}.s{label.seed}")
@@ -277,8 +245,6 @@ def commit(results: str, paths: Sequence[str], message: str):
 
 
 def publish(label: Label, work: str, results: str, study_opts: Sequence[str]):
-    import study
-
     with Lock(os.path.join(work, ".publish.lock")):
         if state(label, results, study_opts) == "published":
             # a training made again (a lost checkpoint remade): compared, never replaced
@@ -298,7 +264,7 @@ def publish(label: Label, work: str, results: str, study_opts: Sequence[str]):
         key = key_of(label, results, study_opts)
         key["scores"] = scores_of(label, results)
         key["published"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        minutes = study.training_minutes(os.path.join(results, label.rel, "train.log"))
+        minutes = training_minutes(os.path.join(results, label.rel, "train.log"))
         key["train_minutes"] = None if minutes is None else round(minutes, 2)
         path = os.path.join(results, label.rel, "result.json")
         with open(path + ".part", "w", encoding="utf-8") as f:
@@ -313,13 +279,11 @@ def publish(label: Label, work: str, results: str, study_opts: Sequence[str]):
 def publish_finish(work: str, results: str, study_opts: Sequence[str]):
     """The rows made at the end (ensembles, the diagonal), and what they lack: the members
     whose checkpoint is not in WORK (results/eval/missing.json, read by the report)."""
-    import study
-
     with Lock(os.path.join(work, ".publish.lock")):
         paths = copy_files(FINISH_FILES, work, results, required=False)
         missing = {}
-        rows = {"ensemble": [f"{n}.s{s}" for n, s in study.ENSEMBLE],
-                "aer_ensemble": [f"{n}.s1" for n in study.AER_SYSTEMS]}
+        rows = {"ensemble": [f"{n}.s{s}" for n, s in ENSEMBLE],
+                "aer_ensemble": [f"{n}.s1" for n in AER_SYSTEMS]}
         for row, members in rows.items():
             lost = [m for m in members if not os.path.exists(os.path.join(work, "systems", m, "model.pt"))]
             if lost:
@@ -357,9 +321,7 @@ def held_by(work: str, label: Label) -> Optional[str]:
 def run_all(jobs: int, run_sh: str, results: str, study_opts: Sequence[str]):
     """Every training not yet published, JOBS at a time (`run.sh one`, which sets one thread);
     after a failure no new training starts, the running ones finish, and the status is 1."""
-    import study
-
-    todo = [label for label in all_labels(study) if state(label, results, study_opts) == "new"]
+    todo = [label for label in all_labels() if state(label, results, study_opts) == "new"]
     work = dict(zip(study_opts[::2], study_opts[1::2]))["--work-dir"]
     logs = os.path.join(work, "logs")
     os.makedirs(logs, exist_ok=True)
