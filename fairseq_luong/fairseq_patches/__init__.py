@@ -49,6 +49,7 @@ def apply_all():
 
     # ---- checkpoints
     checkpoints.allow_checkpoint_globals()  # torch's weights-only unpickler takes fairseq's
+    checkpoints.patch_safe_loading()  # torch.load in load_checkpoint_to_cpu: weights_only=True, always
     # load_checkpoint_to_cpu and load_model_ensemble_and_task (1 of 3 each): load errors
     # become one line; innermost, next to fairseq
     checkpoints.patch_load_errors()
