@@ -279,12 +279,28 @@ def test_a_data_folder_binarized_with_another_dictionary_is_refused(data_bin, tr
                                tmp_path / "bin", "--srcdict", tmp_path / "dict.txt", "--tgtdict",
                                tmp_path / "dict.txt", "--workers", "1"])
     with pytest.raises(UserError, match=rf"{trained} was trained with another source dictionary than "
-                                        rf"{tmp_path / 'bin'}/dict.en.txt \(\d+ symbols then, \d+ now, or the same "
-                                        r"symbols in another order\)"):
+                                        rf"{tmp_path / 'bin'}/dict.en.txt \(the same number of symbols, \d+, but "
+                                        r"other symbols or another order\)"):
         fairseq_cli("generate", [tmp_path / "bin", *GENERATE, "--path", trained])
     # the folder it was trained on still translates
     out, _ = fairseq_cli("generate", [data_bin / "bin", *GENERATE, "--path", trained])
     assert out.count("\nH-") + out.startswith("H-") >= 1
+
+
+def test_a_data_folder_with_a_dictionary_of_another_size_is_named_not_the_overrides(data_bin, trained, tmp_path):
+    """fairseq stopped in load_state_dict (with the plugin: a line blaming --model-overrides, which
+    may hold only dropout); the dictionary is what does not fit, and it is checked first."""
+    shutil.copytree(data_bin / "bin", tmp_path / "bin")
+    for lang in ("en", "de"):
+        with open(tmp_path / "bin" / f"dict.{lang}.txt", "a", encoding="utf-8") as f:
+            f.write("".join(f"extra{i} 1\n" for i in range(8)))
+    with pytest.raises(UserError) as err:
+        fairseq_cli("generate", [tmp_path / "bin", *GENERATE, "--path", trained, "--model-overrides",
+                                 "{'dropout': 0.1}"])
+    assert re.fullmatch(rf"{trained} was trained with another source dictionary than {tmp_path / 'bin'}/dict.en.txt "
+                        r"\((\d+) symbols then, (\d+) now\), so its token ids would mean other words: use the data "
+                        r"folder it was trained on, or binarize with fairseq-preprocess --srcdict/--tgtdict from its "
+                        r"training data", str(err.value))
 
 
 def test_invalid_utf8_on_interactive_input_is_named_by_its_line(data_bin, trained, tmp_path):
