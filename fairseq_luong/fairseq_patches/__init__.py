@@ -31,6 +31,7 @@ from . import (
     patience_resume,
     plateau_resume,
     precision,
+    segmentation,
     unk_replacement,
 )
 
@@ -106,9 +107,13 @@ def apply_all():
     generation_options.patch_match_source_len()  # LengthConstrainedBeamSearch.step: each source's length
     generation_options.patch_sampling_topk()  # Sampling.__init__: --sampling-topk within the vocabulary
     generation_options.patch_language_model()  # SequenceGenerator.__init__: --lm-path a language model
+    segmentation.patch_bpe_fit()  # FairseqTask.build_bpe: a SentencePiece model that made neither dictionary
     # load_align_dict, post_process_prediction, prepare_for_inference_ (2 of 2),
     # build_generator, interactive.make_batches (2 of 2): --replace-unk works
     unk_replacement.patch_unk_replacement()
 
     # ---- the Python interface (from_pretrained)
+    # hub_utils.from_pretrained: folders, files, subword model and options checked; the checks of
+    # loading above (checkpoints, overrides, identity) in from_pretrained's keywords
+    hub.patch_hub_loading()
     hub.patch_from_pretrained()  # BaseFairseqModel.from_pretrained: our models get their interface

@@ -82,7 +82,7 @@ def _checkpoints(folder):
     return sorted(n for n in os.listdir(folder) if n.endswith(".pt"))
 
 
-def _holds(folder):
+def folder_holds(folder):
     """What checkpoints ``folder`` holds, for messages: "holds a.pt, b.pt" or "holds no .pt file"."""
     names = _checkpoints(folder)
     if not names:
@@ -160,10 +160,10 @@ def _explain(path, err):
     if os.path.isdir(path):
         names = _checkpoints(path)
         choice = "checkpoint_best.pt" if "checkpoint_best.pt" in names else names[0] if names else None
-        where = "checkpoint_file=" if in_python_call() else "a checkpoint"
-        advice = (f"give {where} a checkpoint in it, e.g. {os.path.join(path, choice)}" if choice
+        where = "checkpoint_file= a checkpoint" if in_python_call() else "a checkpoint"
+        advice = (f"give {where} in it, e.g. {os.path.join(path, choice)}" if choice
                   else f"give a checkpoint file ({_WRITES})")
-        return f"{path} is a directory, not a checkpoint file (it {_holds(path)}): {advice}"
+        return f"{path} is a directory, not a checkpoint file (it {folder_holds(path)}): {advice}"
     text = str(err)
     name = _refused_global(text)
     if name:
@@ -228,7 +228,7 @@ def _named_missing_file(load_ensemble):
                 raise
             path = str(err)[len(prefix):]
             folder = os.path.dirname(path) or "."
-            there = _holds(folder) if os.path.isdir(folder) else "does not exist"
+            there = folder_holds(folder) if os.path.isdir(folder) else "does not exist"
             given = "the folder and checkpoint_file" if in_python_call() else "--path"
             raise CheckpointLoadError(f"no checkpoint {path} ({folder} {there}): check {given}; {_WRITES}") from err
 

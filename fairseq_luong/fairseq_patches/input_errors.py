@@ -37,7 +37,7 @@ from fairseq.tasks import translation
 
 from ..data.text import DataError, iter_lines
 from ..errors import UserError
-from .patching import fairseq_cli_modules, wrap_once
+from .patching import fairseq_cli_modules, in_python_call, wrap_once
 
 _PREPROCESS = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"
 
@@ -73,8 +73,14 @@ def _named_missing_dictionary(add_from_file):
             if not isinstance(f, str):
                 raise
             folder = os.path.dirname(f) or "."
-            where = "" if os.path.isdir(folder) else f" (the directory {folder} does not exist)"
-            raise UserError(f"no dictionary {f}{where}: a data directory is {_PREPROCESS}") from err
+            if not os.path.isdir(folder):
+                where = f" (the directory {folder} does not exist)"
+            else:
+                have = sorted(n for n in os.listdir(folder) if n.startswith("dict.") and n.endswith(".txt"))
+                where = f" ({folder} holds {', '.join(have) if have else 'no dict.*.txt'})"
+            fix = (f"give source_lang= and target_lang= the languages of its dictionaries, or data_name_or_path= "
+                   f"{_PREPROCESS}" if in_python_call() else f"a data directory is {_PREPROCESS}")
+            raise UserError(f"no dictionary {f}{where}: {fix}") from err
 
     return wrapper
 
