@@ -47,11 +47,14 @@ def _rewrite_dictionaries(folder, change):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """build_piece_corpus, and what users mix up with it: spm45.model (45 pieces of the same
-    text), spm_de.model (the German side only), data folders with the same dictionary's symbols
-    in another order (reordered/) or 8 more symbols (bigger/), and the words binarized (words/)."""
+    """build_piece_corpus, and what users mix up with it: SentencePiece models of the same text
+    with fewer pieces (spm55.model: some of the dictionary's pieces are not among its own) or
+    more (spm70.model: many of its pieces are in no dictionary), and of the German side only
+    (spm_de.model: both); data folders with the same dictionary's symbols in another order
+    (reordered/) or 8 more symbols (bigger/), and the words binarized (words/)."""
     root = build_piece_corpus(tmp_path_factory.mktemp("hub_checks"))
-    for name, inputs, size in (("spm45", "train.en,train.de", 45), ("spm_de", "train.de", 40)):
+    for name, inputs, size in (("spm55", "train.en,train.de", 55), ("spm70", "train.en,train.de", 70),
+                               ("spm_de", "train.de", 40)):
         spm.SentencePieceTrainer.train(input=",".join(f"{root}/raw/{f}" for f in inputs.split(",")),
                                        model_prefix=str(root / name), vocab_size=size, character_coverage=1.0,
                                        minloglevel=2)
@@ -108,6 +111,14 @@ def _pieces(data, **changes):
 
 def _holds(path):
     return ", ".join(sorted(p.name for p in path.glob("*.pt")))
+
+
+# the SentencePiece models of the data fixture that did not make the dictionary: what each covers
+SENTENCEPIECE = {
+    "fewer pieces": ("spm55.model", "96.4% of the dictionary's text is in its pieces, and 9.6% of its 52 pieces"),
+    "more pieces": ("spm70.model", "100.0% of the dictionary's text is in its pieces, and 22.4% of its 67 pieces"),
+    "other text": ("spm_de.model", "84.3% of the dictionary's text is in its pieces, and 10.8% of its 37 pieces"),
+}
 
 
 def mistake(case, family, data, folder):
@@ -192,10 +203,9 @@ def mistake(case, family, data, folder):
             f"{bin_}/dict.en.txt holds SentencePiece pieces ('▁', '▁Four', '▁four', '▁Nineteen', ...), and "
             "from_pretrained was given no bpe=: source words would be symbols the model does not know; give "
             "bpe='sentencepiece', sentencepiece_model= the SentencePiece model the data was encoded with")
-    if case in ("a SentencePiece model of another size", "a SentencePiece model of other text"):
-        model = data / ("spm45.model" if "size" in case else "spm_de.model")
-        numbers = "88.6% of the dictionary's text is in its pieces, and 11.9% of its 42 pieces" if "size" in case else \
-            "84.3% of the dictionary's text is in its pieces, and 10.8% of its 37 pieces"
+    if case.startswith("a SentencePiece model of"):
+        model = data / SENTENCEPIECE[case.split(" of ", 1)[1]][0]
+        numbers = SENTENCEPIECE[case.split(" of ", 1)[1]][1]
         return ((ckpt,), _pieces(data, sentencepiece_model=str(model))), (
             f"sentencepiece_model={str(model)!r} did not make {bin_}/dict.en.txt: {numbers} are in neither dictionary "
             "(for the model the data was encoded with: about 100% and 0%); give the SentencePiece model the data was "
@@ -221,7 +231,8 @@ MISTAKES = ["the other direction", "one language alone", "a language without a d
             "another architecture", "a misspelt keyword", "a generation option out of range", "no model folder",
             "the checkpoint file as the folder", "the default checkpoint_file", "a file that is not a checkpoint",
             "no data folder", "the default data folder", "no bpe for a dictionary of pieces",
-            "a SentencePiece model of another size", "a SentencePiece model of other text", "no SentencePiece model",
+            "a SentencePiece model of fewer pieces", "a SentencePiece model of more pieces",
+            "a SentencePiece model of other text", "no SentencePiece model",
             "a SentencePiece model that is not there", "a misspelt subword model"]
 
 
@@ -272,20 +283,19 @@ def test_bpe_for_a_dictionary_of_words_is_refused(data):
     assert hub.nbest("one two", n=1, beam=2, max_len_b=3)[0]["source_pieces"] == ["one", "two", "</s>"]
 
 
-@pytest.mark.parametrize("model", ["spm.model", "spm45.model", "spm_de.model"])
-def test_the_command_lines_sentencepiece_model_must_have_made_a_dictionary(data, folder, model):
-    """fairseq-interactive --bpe sentencepiece with a model of another size, or of the German
-    side only: refused; with the model the data was encoded with: one H- line a line."""
+@pytest.mark.parametrize("which", ["the one it was encoded with", *SENTENCEPIECE])
+def test_the_command_lines_sentencepiece_model_must_have_made_a_dictionary(data, folder, which):
+    """fairseq-interactive --bpe sentencepiece with a model of fewer or more pieces, or of the
+    German side only: refused; with the model the data was encoded with: one H- line a line."""
+    model, numbers = SENTENCEPIECE.get(which, ("spm.model", None))
     argv = [data / "bin", "--user-dir", USER_DIR, "--path", folder("luong") / "checkpoint_last.pt", "--bpe",
             "sentencepiece", "--sentencepiece-model", data / model, "--max-len-b", "3"]
-    if model == "spm.model":
+    if numbers is None:
         out, _ = fairseq_cli("interactive", argv, stdin="one two\nthree\n")
         assert [line.split("\t")[0] for line in out.splitlines() if line.startswith("H-")] == ["H-0", "H-1"]
         return
     with pytest.raises(UserError) as err:
         fairseq_cli("interactive", argv, stdin="one two\n")
-    numbers = {"spm45.model": "88.6% of the dictionary's text is in its pieces, and 11.9% of its 42 pieces",
-               "spm_de.model": "84.3% of the dictionary's text is in its pieces, and 10.8% of its 37 pieces"}[model]
     assert str(err.value) == (
         f"--sentencepiece-model {data / model} did not make the dictionaries of {data / 'bin'}: {numbers} are in "
         "neither dictionary (for the model the data was encoded with: about 100% and 0%); give the SentencePiece "
