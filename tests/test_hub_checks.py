@@ -97,7 +97,7 @@ def folder(data):
 def load(way, family, model_folder, checkpoint_file="checkpoint_last.pt", data_folder=None, **kwargs):
     """from_pretrained one of three ways: the family's class, fairseq's FairseqModel, or
     fairseq's hub_utils (which returns the parts)."""
-    args = (str(model_folder), checkpoint_file) + (() if data_folder is None else (str(data_folder),))
+    args = (model_folder, checkpoint_file) + (() if data_folder is None else (data_folder,))
     if way == "hub_utils":
         return hub_utils.from_pretrained(*args, **kwargs)
     return {"class": FAMILIES[family][0], "FairseqModel": FairseqModel}[way].from_pretrained(*args, **kwargs)
@@ -265,6 +265,18 @@ def test_loading_the_right_files_every_way_gives_a_working_interface(data, folde
     hub = TranslationHubInterface(loaded["args"], loaded["task"], loaded["models"]) if way == "hub_utils" else loaded
     assert type(hub) is TranslationHubInterface and hub.cfg.generation.beam == 3
     assert isinstance(hub.translate("one two", max_len_b=3), str)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_folders_and_files_may_be_paths_and_nothing_else(data, folder, way):
+    """pathlib.Path arguments load (fairseq's data_name_or_path.startswith failed on one);
+    None or a number is refused in one line."""
+    loaded = load(way, "luong", folder("luong"), checkpoint_file="checkpoint_last.pt", data_folder=data / "bin",
+                  bpe="sentencepiece", sentencepiece_model=data / "spm.model")
+    assert (loaded["task"] if way == "hub_utils" else loaded.task).cfg.data == str(data / "bin")
+    with pytest.raises(UserError) as err:
+        load(way, "luong", folder("luong"), checkpoint_file=None, data_folder=data / "bin")
+    assert str(err.value) == "from_pretrained: checkpoint_file=None: give a path, as a str or a pathlib.Path"
 
 
 def test_bpe_for_a_dictionary_of_words_is_refused(data):

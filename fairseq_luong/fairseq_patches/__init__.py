@@ -58,8 +58,9 @@ def apply_all():
     # (keys) and on the load_state_dict error it raised (sizes)
     model_overrides.patch_model_overrides()
     # the same two (3 of 3 each, outermost): the checkpoint's languages and dictionaries
-    # remembered and checked against the run's task; Trainer.save_checkpoint (1 of 2) records
-    # them; Trainer.load_checkpoint (1 of 4) checks them on resume
+    # checked against the run's task, or the one tasks.setup_task makes from the checkpoint,
+    # before the model is built; Trainer.save_checkpoint (1 of 2) records them;
+    # Trainer.load_checkpoint (1 of 4) checks them on resume
     checkpoint_identity.patch_checkpoint_identity()
 
     # ---- data loading

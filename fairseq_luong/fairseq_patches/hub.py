@@ -8,7 +8,8 @@ of what it is given: a model folder or data folder that does not exist fails ins
 (``TypeError: expected str, bytes or os.PathLike object, not NoneType``), a checkpoint file
 given as the folder in ``tarfile`` (``CompressionError``), ``bpe='sentencepiece'`` without its
 model in omegaconf (``MissingMandatoryValue``), a model file that is not there in
-``file_utils`` (``OSError``); and it passes no task, so the checks of the checkpoint's data
+``file_utils`` (``OSError``), a ``pathlib.Path`` as the data folder in ``str.startswith``
+(``AttributeError``: paths are now made str); and it passes no task, so the checks of the checkpoint's data
 ran only on the command line. We check the folders and files first, then load inside
 ``patching.python_call("from_pretrained")``, so that each check fairseq's loading runs
 (``checkpoints.py``, ``model_overrides.py``, ``checkpoint_identity.py``: the direction, the
@@ -119,10 +120,24 @@ def _check_languages_used(task, kwargs):
                             "does unless source_lang= and target_lang= are both given: give both")
 
 
+def _as_str(name, value):
+    """A folder or file argument as fairseq takes it: a str (a pathlib.Path is made one; fairseq's
+    ``data_name_or_path.startswith`` failed on it with ``AttributeError``)."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if not isinstance(value, str):
+        raise UserError(f"from_pretrained: {name}={value!r}: give a path, as a str or a pathlib.Path")
+    return value
+
+
 def _checked_from_pretrained(from_pretrained):
     @functools.wraps(from_pretrained)
     def wrapper(model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", archive_map=None, **kwargs):
         with python_call("from_pretrained"):
+            model_name_or_path = _as_str("model_name_or_path", model_name_or_path)
+            checkpoint_file = _as_str("checkpoint_file", checkpoint_file)
+            data_name_or_path = _as_str("data_name_or_path", data_name_or_path)
+            kwargs = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in kwargs.items()}
             check_from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, archive_map, kwargs)
             x = from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, archive_map, **kwargs)
             if x.get("task") is not None:
