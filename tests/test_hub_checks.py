@@ -392,7 +392,9 @@ KEYWORDS = [  # (call, keywords, the line it gives)
     ("translate", {"sampling": 1}, "translate: sampling=1: give True or False"),
     ("translate", {"print_alignment": "hardd"}, "translate: print_alignment='hardd': give one of 'hard', 'soft'"),
     ("translate", {"max_len_a": -1}, "translate: max_len_a=-1: give 0 or more"),
-    ("translate", {"max_len_b": -1}, "translate: max_len_b=-1: give 0 or more"),
+    ("translate", {"max_len_b": -1}, "translate: min_len=1 is more than the length limit max_len_b=-1: give "
+                                     "max_len_b=1 or more"),
+    ("translate", {"min_len": -1}, "translate: min_len=-1: give 0 or more"),
     ("translate", {"min_len": 5, "max_len_b": 3}, "translate: min_len=5 is more than the length limit max_len_b=3: "
                                                   "give max_len_b=5 or more"),
     ("translate", {"nbest": 6}, "translate: nbest=6 is more than beam=5: beam search keeps 5 hypotheses; give beam=6 "
@@ -460,3 +462,6 @@ def test_what_the_calls_accept_they_return(hub, family):
     assert [s["pieces"] for s in interface.score(["one", "two"], ["One", "Two"])] == [
         interface.score("one", "One")["pieces"], interface.score("two", "Two")["pieces"]]
     assert isinstance(interface.translate("one", sampling=True, beam=2, max_len_b=4), str)
+    # as long as the source at most: a negative max_len_b is fine with max_len_a
+    best = interface.nbest("one two", n=1, beam=2, max_len_a=1, max_len_b=-1)[0]
+    assert len(best["pieces"]) <= len(best["source_pieces"])  # both count </s>

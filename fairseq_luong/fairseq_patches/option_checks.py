@@ -72,7 +72,8 @@ def check_values(args):
     if beam is not None and nbest is not None and nbest > beam:
         raise ConfigError(f"{option('nbest', nbest)} is more than {option('beam', beam)}: beam search keeps {beam} "
                           f"hypotheses; give {option('beam', nbest)} or more, or {option('nbest', beam)} or less")
-    for dest in ("max_len_a", "max_len_b", "min_len", "no_repeat_ngram_size", "prefix_size"):
+    # (a negative --max-len-b is fine with --max-len-a: "-a 1 -b -1" is the source's length)
+    for dest in ("max_len_a", "min_len", "no_repeat_ngram_size", "prefix_size"):
         value = given.get(dest)
         if isinstance(value, (int, float)) and value < 0:
             raise ConfigError(f"{option(dest, value)}: give 0 or more")
