@@ -113,8 +113,7 @@ def _check_languages_used(task, kwargs):
     """fairseq's translation task takes the language pair from the data folder's file names
     unless both languages are given: one alone was ignored without a word."""
     for key in ("source_lang", "target_lang"):
-        used = getattr(task.cfg, key, None)
-        if kwargs.get(key) is not None and used != kwargs[key]:
+        if kwargs.get(key) is not None and hasattr(task.cfg, key) and getattr(task.cfg, key) != kwargs[key]:
             raise UserError(f"from_pretrained: {key}={kwargs[key]!r} was not used: fairseq took the language pair "
                             f"{task.cfg.source_lang}->{task.cfg.target_lang} from the files in {task.cfg.data}, as it "
                             "does unless source_lang= and target_lang= are both given: give both")
