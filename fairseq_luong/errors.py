@@ -15,5 +15,10 @@ class UserError(RuntimeError):
 
 class ConfigError(UserError, ValueError):
     """An option value, or a combination of options, that a model, task or criterion
-    cannot use (found while building it). One line at the terminal like any
-    ``UserError``; also a ``ValueError``, what Python code building a model catches."""
+    cannot use (found while building it), or a value a Python call cannot use. One line at
+    the terminal like any ``UserError``; also a ``ValueError``, what Python code catches."""
+
+
+class ArgumentError(UserError, TypeError):
+    """An argument of a Python call of a type it does not take (``translate(None)``); also a
+    ``TypeError``, what Python code catches."""

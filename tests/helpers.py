@@ -236,6 +236,39 @@ def write_word_corpus(root):
         (root / f"{split}.de").write_text("\n".join(s.title() for s in lines) + "\n", encoding="utf-8")
 
 
+def build_piece_corpus(root):
+    """Word-level pairs in ``root/raw`` (write_word_corpus: the target is the source
+    capitalised), a joint SentencePiece model of 60 pieces (``root/spm.model``), the pieces in
+    ``root/pieces`` binarized with one dictionary in ``root/bin``, and target phrase ids for
+    translation_chunks (one phrase per word; </s> its own). Returns ``root``."""
+    import sentencepiece as spm
+    from fairseq.data import indexed_dataset
+
+    root = Path(root)
+    (root / "raw").mkdir()
+    (root / "pieces").mkdir()
+    write_word_corpus(root / "raw")
+    spm.SentencePieceTrainer.train(input=f"{root}/raw/train.en,{root}/raw/train.de", model_prefix=str(root / "spm"),
+                                   vocab_size=60, character_coverage=1.0, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=str(root / "spm.model"))
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            lines = (root / "raw" / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+            (root / "pieces" / f"{split}.{lang}").write_text(
+                "".join(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines), encoding="utf-8")
+    cli("preprocess", ["-s", "en", "-t", "de", "--trainpref", root / "pieces/train", "--validpref",
+                       root / "pieces/valid", "--testpref", root / "pieces/test", "--destdir", root / "bin",
+                       "--joined-dictionary", "--workers", "1"])
+    chunks = indexed_dataset.make_builder(f"{root}/bin/train.en-de.de.chunks.bin", impl="mmap", vocab_size=1000)
+    for line in (root / "pieces/train.de").read_text(encoding="utf-8").splitlines():
+        words = [0] * len(line.split())
+        for i, piece in enumerate(line.split()[1:], 1):
+            words[i] = words[i - 1] + piece.startswith("\u2581")
+        chunks.add_item(torch.tensor(words + [words[-1] + 1]))
+    chunks.finalize(f"{root}/bin/train.en-de.de.chunks.idx")
+    return root
+
+
 def build_diagonal_model(root):
     """A crafted checkpoint with a known attention, on raw word-level data in ``root``.
 

@@ -57,6 +57,102 @@ def test_crafted_pickle_calling_a_function_is_refused(tmp_path):
     assert "likely succeed" not in str(err.value) and "weights_only=False" not in str(err.value)
 
 
+def test_a_malicious_checkpoint_is_refused_whatever_torch_force_no_weights_only_load_says(tmp_path, monkeypatch):
+    """TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 turns torch's default to weights_only=False: fairseq's
+    own load_checkpoint_to_cpu ran the pickle's code. The plugin's loading says weights_only=True
+    itself, so the code never runs; a torch.load elsewhere is left as the caller wrote it."""
+
+    class Evil:
+        def __reduce__(self):
+            import os
+
+            return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
+
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    path = tmp_path / "evil.pt"
+    torch.save({"model": {}, "cfg": {}, "x": Evil()}, path)
+    with pytest.raises(CheckpointLoadError, match=rf"^refusing to load checkpoint {path}: it holds posix.system,"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+    assert not (tmp_path / "pwned").exists()
+    # a torch.load outside fairseq's loader: as it is (here the variable's default, weights_only=False)
+    torch.save({"payload": fractions.Fraction(1, 3)}, tmp_path / "fraction.pt")
+    assert torch.load(tmp_path / "fraction.pt")["payload"] == fractions.Fraction(1, 3)
+
+
+def _fairseq_checkpoint(path):
+    """What fairseq-train saves, in the smallest form fairseq's loader takes."""
+    torch.save({"cfg": {"model": {}, "task": {}}, "model": {"w": torch.ones(2)}, "extra_state": {},
+                "optimizer_history": [{"criterion_name": "x", "optimizer_name": "y", "num_updates": 3,
+                                       "lr_scheduler_state": {"best": None}}]}, path)
+
+
+def test_a_checkpoint_loads_with_the_variable_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    _fairseq_checkpoint(tmp_path / "ok.pt")
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "ok.pt"))
+    assert state["model"]["w"].tolist() == [1.0, 1.0]
+
+
+def _write(path, kind):
+    if kind == "zip archive":
+        import zipfile
+
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("notes.txt", "hello")
+    elif kind == "state dict":
+        torch.save({"w": torch.zeros(2), "b": torch.zeros(1)}, path)
+    elif kind == "list":
+        torch.save([1, 2], path)
+    elif kind == "weights without config":
+        torch.save({"model": {"w": torch.zeros(2)}}, path)
+    elif kind == "python pickle":
+        with open(path, "wb") as f:
+            pickle.dump({"model": {}}, f, protocol=4)
+    else:
+        path.write_bytes({"text": b"hello world\nsecond line\n", "json": b'{"model": "x", "cfg": {}}\n',
+                          "random bytes": bytes(np.random.RandomState(0).randint(0, 256, 3000, dtype=np.uint8)),
+                          "empty": b""}[kind])
+
+
+NOT_A_CHECKPOINT = {
+    "text": "it holds text (it starts with 'hello world second line')",
+    "json": """it holds JSON (it starts with '{"model": "x", "cfg": {}}')""",
+    "random bytes": "it holds bytes that are neither a zip archive nor a pickle (it starts with ac 0a 7f 8c 2f aa c4 "
+                    "97)",
+    "empty": "the file is empty (0 bytes)",
+    "python pickle": "it is a Python pickle without torch's header, not a file torch.save writes",
+    "zip archive": "it is a zip archive of 1 file(s) without torch's data.pkl",
+    "state dict": "it holds 2 tensors and no config (torch.save(model.state_dict()) writes such a file), not the dict "
+                  "fairseq-train saves (the weights, 'model', beside their config, 'cfg')",
+    "list": "torch reads a list from it, not the dict fairseq-train saves (the weights, 'model', beside their config, "
+            "'cfg')",
+    "weights without config": "it holds weights ('model') but not the config that builds their model ('cfg')",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_A_CHECKPOINT))
+def test_a_file_that_is_not_a_checkpoint_is_named_as_such(tmp_path, kind):
+    """Text, JSON, random bytes or an empty file gave a KeyError, IndexError or UnicodeDecodeError
+    from torch's unpickler, or "it holds an object torch does not allow"; a state dict KeyError:
+    'best_loss' from fairseq."""
+    path = tmp_path / "model.pt"
+    _write(path, kind)
+    with pytest.raises(CheckpointLoadError) as err:
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+    assert str(err.value) == (f"{path} is not a checkpoint: {NOT_A_CHECKPOINT[kind]}; give a checkpoint file "
+                              "(fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and checkpointN.pt into "
+                              "its --save-dir)")
+
+
+def test_a_truncated_checkpoint_is_named_as_one(tmp_path):
+    _fairseq_checkpoint(tmp_path / "whole.pt")
+    data = (tmp_path / "whole.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointLoadError, match=rf"^cannot load checkpoint {tmp_path / 'cut.pt'}: RuntimeError: .*"
+                                                  r"The file is truncated or corrupt"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "cut.pt"))
+
+
 def test_user_error_reaches_the_terminal_as_one_line(capsys, monkeypatch):
     import sys
 

@@ -279,35 +279,91 @@ def test_a_data_folder_binarized_with_another_dictionary_is_refused(data_bin, tr
                                tmp_path / "bin", "--srcdict", tmp_path / "dict.txt", "--tgtdict",
                                tmp_path / "dict.txt", "--workers", "1"])
     with pytest.raises(UserError, match=rf"{trained} was trained with another source dictionary than "
-                                        rf"{tmp_path / 'bin'}/dict.en.txt \(\d+ symbols then, \d+ now, or the same "
-                                        r"symbols in another order\)"):
+                                        rf"{tmp_path / 'bin'}/dict.en.txt \(the same number of symbols, \d+, but "
+                                        r"other symbols or another order\)"):
         fairseq_cli("generate", [tmp_path / "bin", *GENERATE, "--path", trained])
     # the folder it was trained on still translates
     out, _ = fairseq_cli("generate", [data_bin / "bin", *GENERATE, "--path", trained])
     assert out.count("\nH-") + out.startswith("H-") >= 1
 
 
-def test_invalid_utf8_on_interactive_input_is_named_by_its_line(data_bin, trained, tmp_path):
-    (tmp_path / "in.txt").write_bytes(b"one two\nthree \xff four\nfive\n")
-    with pytest.raises(UserError, match=rf"{tmp_path / 'in.txt'}:2: not valid UTF-8 \(invalid start byte at byte "
-                                        r"7\): fairseq-interactive reads UTF-8 text"):
-        fairseq_cli("interactive", [data_bin / "bin", "--user-dir", USER_DIR, "--path", trained,
-                                    "--input", tmp_path / "in.txt"])
+def test_a_data_folder_with_a_dictionary_of_another_size_is_named_not_the_overrides(data_bin, trained, tmp_path):
+    """fairseq stopped in load_state_dict (with the plugin: a line blaming --model-overrides, which
+    may hold only dropout); the dictionary is what does not fit, and it is checked first."""
+    shutil.copytree(data_bin / "bin", tmp_path / "bin")
+    for lang in ("en", "de"):
+        with open(tmp_path / "bin" / f"dict.{lang}.txt", "a", encoding="utf-8") as f:
+            f.write("".join(f"extra{i} 1\n" for i in range(8)))
+    with pytest.raises(UserError) as err:
+        fairseq_cli("generate", [tmp_path / "bin", *GENERATE, "--path", trained, "--model-overrides",
+                                 "{'dropout': 0.1}"])
+    assert re.fullmatch(rf"{trained} was trained with another source dictionary than {tmp_path / 'bin'}/dict.en.txt "
+                        r"\((\d+) symbols then, (\d+) now\), so its token ids would mean other words: use the data "
+                        r"folder it was trained on, or binarize with fairseq-preprocess --srcdict/--tgtdict from its "
+                        r"training data", str(err.value))
 
 
-def test_invalid_utf8_on_standard_input_is_one_line_in_any_locale(data_bin, trained):
+@pytest.mark.parametrize("what", ["text", "a malicious checkpoint, with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"])
+def test_a_path_that_is_not_a_checkpoint_is_one_line(data_bin, tmp_path, monkeypatch, what):
+    """fairseq-generate --path: a text file gave a KeyError from torch's unpickler; with the
+    variable set, a malicious checkpoint's code ran and fairseq-generate exited 0."""
+    path = tmp_path / "model.pt"
+    if what == "text":
+        path.write_text("not a model\n", encoding="utf-8")
+        message = (f"{path} is not a checkpoint: it holds text (it starts with 'not a model'); give a checkpoint "
+                   "file (fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and checkpointN.pt into its "
+                   "--save-dir)")
+    else:
+        class Evil:
+            def __reduce__(self):
+                return (os.system, (f"echo pwned > {tmp_path / 'pwned'}",))
+
+        monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+        torch.save({"model": {}, "cfg": {}, "x": Evil()}, path)
+        message = f"refusing to load checkpoint {path}: it holds posix.system, which fairseq checkpoints never contain"
+    with pytest.raises(UserError) as err:
+        fairseq_cli("generate", [data_bin / "bin", *GENERATE, "--path", path])
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert not (tmp_path / "pwned").exists()
+
+
+STREAM = [b"one two", b"three \xff four", b"", b"five six", b"  ", b"\xc3( seven", b"eight", b"nine ten", b"eleven"]
+
+
+@pytest.mark.parametrize("buffer_size", [1, 2, 4, 64])
+def test_a_line_of_invalid_utf8_is_translated_with_a_warning_and_the_stream_goes_on(data_bin, trained, tmp_path,
+                                                                                     buffer_size):
+    """One bad line ended fairseq-interactive's stream, losing the lines still in the buffer and
+    every line after it. Now each line gets its one H- line, in order, at any --buffer-size (a
+    bad line at the start, inside and at the end of a buffer; empty lines too), and a warning
+    names each bad line and its H- number."""
+    (tmp_path / "in.txt").write_bytes(b"\n".join(STREAM) + b"\n")
+    out, log = fairseq_cli("interactive", [data_bin / "bin", "--user-dir", USER_DIR, "--path", trained, "--input",
+                                           tmp_path / "in.txt", "--buffer-size", buffer_size, "--max-len-b", "3"])
+    assert [line.split("\t")[0] for line in out.splitlines() if line.startswith("H-")] == [
+        f"H-{i}" for i in range(len(STREAM))]
+    warned = [line for line in log.splitlines() if "not valid UTF-8" in line]
+    assert warned == [
+        f"WARNING | fairseq_luong.fairseq_patches.input_errors | {tmp_path / 'in.txt'}:{n}: not valid UTF-8 ({why} at "
+        f"byte {byte}): its bad bytes are read as U+FFFD (\ufffd), and the line is translated as such (H-{n - 1}); "
+        "fairseq-interactive reads UTF-8 text" for n, why, byte in ((2, "invalid start byte", 7),
+                                                                   (6, "invalid continuation byte", 1))]
+
+
+def test_invalid_utf8_on_standard_input_is_a_warning_in_any_locale(data_bin, trained):
     """The process is the subject: its locale decides how Python decodes stdin."""
     for lang in ("C.UTF-8", "en_US.UTF-8"):
         env = dict(os.environ, LANG=lang, LC_ALL=lang, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
         proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-interactive"),
-                               str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", str(trained)],
-                              input=b"one two\nthree \xff four\n", capture_output=True, env=env)
+                               str(data_bin / "bin"), "--user-dir", USER_DIR, "--path", str(trained), "--buffer-size",
+                               "2", "--max-len-b", "3"],
+                              input=b"one two\nthree \xff four\nfive\n", capture_output=True, env=env)
         err = proc.stderr.decode("utf-8", "replace")
-        assert proc.returncode == 1 and "Traceback" not in err, (lang, err[-2000:])
-        assert err.strip().splitlines()[-1] == ("fairseq-interactive: error: standard input:2: not valid UTF-8 "
-                                                "(invalid start byte at byte 7): fairseq-interactive reads UTF-8 "
-                                                "text, one sentence a line (the lines before it were translated)")
-        assert "H-0\t" in proc.stdout.decode()  # the first line was translated
+        assert proc.returncode == 0 and "Traceback" not in err, (lang, err[-2000:])
+        assert ("standard input:2: not valid UTF-8 (invalid start byte at byte 7): its bad bytes are read as U+FFFD "
+                "(\ufffd), and the line is translated as such (H-1)") in err
+        hypotheses = [line.split("\t")[0] for line in proc.stdout.decode().splitlines() if line.startswith("H-")]
+        assert hypotheses == ["H-0", "H-1", "H-2"], (lang, proc.stdout.decode()[-2000:])
 
 
 @pytest.mark.parametrize("script,args,message", [

@@ -11,12 +11,11 @@ import re
 import pytest
 import torch
 from fairseq import hub_utils
-from fairseq.data import indexed_dataset
 from fairseq.models import FairseqModel
 
 from fairseq_luong.analysis.generate_output import read_nbest
 from fairseq_luong.models import LuongLSTMModel, RNNsearchModel, TransformerPerSPEModel, TranslationHubInterface
-from tests.helpers import REPO, USER_DIR, cli, write_word_corpus
+from tests.helpers import REPO, USER_DIR, build_piece_corpus, cli
 
 TRAIN = ["--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000", "--share-all-embeddings",
          "--dropout", "0", "--disable-validation", "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "1"]
@@ -40,34 +39,8 @@ def _one_thread(one_thread):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    """Word-level pairs (raw/: the target is the source capitalised), a joint SentencePiece
-    model of 60 pieces (spm.model), the pieces binarized with one dictionary (bin/), and
-    target phrase ids for translation_chunks (one phrase per word; </s> its own)."""
-    import sentencepiece as spm
-
-    root = tmp_path_factory.mktemp("hub")
-    (root / "raw").mkdir()
-    (root / "pieces").mkdir()
-    write_word_corpus(root / "raw")
-    spm.SentencePieceTrainer.train(input=f"{root}/raw/train.en,{root}/raw/train.de", model_prefix=str(root / "spm"),
-                                   vocab_size=60, character_coverage=1.0, minloglevel=2)
-    sp = spm.SentencePieceProcessor(model_file=str(root / "spm.model"))
-    for split in ("train", "valid", "test"):
-        for lang in ("en", "de"):
-            lines = (root / "raw" / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
-            (root / "pieces" / f"{split}.{lang}").write_text(
-                "".join(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines), encoding="utf-8")
-    cli("preprocess", ["-s", "en", "-t", "de", "--trainpref", root / "pieces/train", "--validpref",
-                       root / "pieces/valid", "--testpref", root / "pieces/test", "--destdir", root / "bin",
-                       "--joined-dictionary", "--workers", "1"])
-    chunks = indexed_dataset.make_builder(f"{root}/bin/train.en-de.de.chunks.bin", impl="mmap", vocab_size=1000)
-    for line in (root / "pieces/train.de").read_text(encoding="utf-8").splitlines():
-        words = [0] * len(line.split())
-        for i, piece in enumerate(line.split()[1:], 1):
-            words[i] = words[i - 1] + piece.startswith("\u2581")
-        chunks.add_item(torch.tensor(words + [words[-1] + 1]))
-    chunks.finalize(f"{root}/bin/train.en-de.de.chunks.idx")
-    return root
+    """tests/helpers.py: build_piece_corpus (SentencePiece pieces binarized in bin/, spm.model)."""
+    return build_piece_corpus(tmp_path_factory.mktemp("hub"))
 
 
 @pytest.fixture(scope="module")
@@ -237,16 +210,3 @@ def test_the_interface_moves_its_models_to_another_dtype(corpus, checkpoint, fam
     assert after[0][0]["score"] == pytest.approx(before[0][0]["score"], abs=0.1)
     hub.float()
     assert {p.dtype for p in hub.models[0].parameters()} == {torch.float32}
-
-
-def test_arguments_are_checked(corpus, checkpoint):
-    hub = load(corpus, checkpoint, "luong")
-    assert [len(hub.nbest("one", n=n, beam=4, max_len_b=5)) for n in (None, 1, 2)] == [4, 1, 2]
-    with pytest.raises(ValueError, match="n = 4: beam search with beam = 3"):
-        hub.nbest("one", n=4, beam=3)
-    with pytest.raises(TypeError, match="give the translation"):
-        hub.score("one")
-    with pytest.raises(TypeError, match="two strings, or two lists"):
-        hub.score("one", ["One"])
-    with pytest.raises(ValueError, match="2 sources but 1 targets"):
-        hub.score(["one", "two"], ["One"])

@@ -31,6 +31,7 @@ from . import (
     patience_resume,
     plateau_resume,
     precision,
+    segmentation,
     unk_replacement,
 )
 
@@ -49,6 +50,7 @@ def apply_all():
 
     # ---- checkpoints
     checkpoints.allow_checkpoint_globals()  # torch's weights-only unpickler takes fairseq's
+    checkpoints.patch_safe_loading()  # torch.load in load_checkpoint_to_cpu: weights_only=True, always
     # load_checkpoint_to_cpu and load_model_ensemble_and_task (1 of 3 each): load errors
     # become one line; innermost, next to fairseq
     checkpoints.patch_load_errors()
@@ -56,8 +58,9 @@ def apply_all():
     # (keys) and on the load_state_dict error it raised (sizes)
     model_overrides.patch_model_overrides()
     # the same two (3 of 3 each, outermost): the checkpoint's languages and dictionaries
-    # remembered and checked against the run's task; Trainer.save_checkpoint (1 of 2) records
-    # them; Trainer.load_checkpoint (1 of 4) checks them on resume
+    # checked against the run's task, or the one tasks.setup_task makes from the checkpoint,
+    # before the model is built; Trainer.save_checkpoint (1 of 2) records them;
+    # Trainer.load_checkpoint (1 of 4) checks them on resume
     checkpoint_identity.patch_checkpoint_identity()
 
     # ---- data loading
@@ -105,9 +108,13 @@ def apply_all():
     generation_options.patch_match_source_len()  # LengthConstrainedBeamSearch.step: each source's length
     generation_options.patch_sampling_topk()  # Sampling.__init__: --sampling-topk within the vocabulary
     generation_options.patch_language_model()  # SequenceGenerator.__init__: --lm-path a language model
+    segmentation.patch_bpe_fit()  # FairseqTask.build_bpe: a SentencePiece model that made neither dictionary
     # load_align_dict, post_process_prediction, prepare_for_inference_ (2 of 2),
     # build_generator, interactive.make_batches (2 of 2): --replace-unk works
     unk_replacement.patch_unk_replacement()
 
     # ---- the Python interface (from_pretrained)
+    # hub_utils.from_pretrained: folders, files, subword model and options checked; the checks of
+    # loading above (checkpoints, overrides, identity) in from_pretrained's keywords
+    hub.patch_hub_loading()
     hub.patch_from_pretrained()  # BaseFairseqModel.from_pretrained: our models get their interface

@@ -1,31 +1,39 @@
-"""A checkpoint knows its languages and dictionaries; a run that gives it others is refused.
+"""A checkpoint knows its languages and dictionaries; a run that gives it others is refused
+before its model is built.
 
 fairseq loads a checkpoint with the dictionaries of the data folder the command names and
 checks only that the embedding sizes fit. So a model trained en->ja, run with ``-s ja -t
 en`` on the same folder, translates garbage with exit status 0 when the two dictionaries
 have the same size (a joined dictionary always does), and so does a model run on a folder
-binarized with another dictionary of the same size: its token ids mean other words.
+binarized with another dictionary of the same size: its token ids mean other words. A
+dictionary of another size stopped in ``load_state_dict``, a traceback about weight shapes
+(or, with the plugin, a line blaming ``--model-overrides``). ``from_pretrained`` (fairseq's
+``hub_utils``) passes no task, and was not checked at all.
 
 Every checkpoint fairseq-train writes now records, in its ``extra_state``, the source and
 target languages and a hash of each dictionary's symbols in order
 (``Trainer.save_checkpoint``). Loading it for translation or scoring
-(``load_model_ensemble_and_task``, given the run's task) or to resume training
-(``Trainer.load_checkpoint``) compares the record with the run's task and refuses a
-mismatch in one line naming the checkpoint, both directions or the dictionary file, and
-what to give. Checkpoints written before this record are loaded as before.
+(``load_model_ensemble_and_task``), in Python or on the command line, or to resume training
+(``Trainer.load_checkpoint``) compares the record with the run's task as soon as both are
+known: when the checkpoint is read if the caller gave the task, or when fairseq has set the
+task up from the checkpoint's config (``tasks.setup_task``, for ``from_pretrained``), before
+the model is built. A mismatch is one line naming the checkpoint, both directions or the
+dictionary file, and what to give, as a command-line flag or as ``from_pretrained``'s keyword
+(``patching.option``). Checkpoints written before this record are checked by the sizes of
+their embeddings against the dictionaries.
 """
+import contextvars
 import functools
 import hashlib
 import os
 
-from fairseq import checkpoint_utils
+from fairseq import checkpoint_utils, tasks
 from fairseq.trainer import Trainer
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import in_python_call, wrap_once
 
 KEY = "fairseq_luong_data"
-_RECORDS = {}  # checkpoint path -> its record, as load_checkpoint_to_cpu last read it
 
 
 def dictionary_hash(dictionary):
@@ -54,28 +62,61 @@ def data_record(task):
     return record
 
 
-def check(path, record, task):
-    """Raise UserError when checkpoint PATH's record does not fit the run's TASK."""
-    if not record or task is None:
+_LOADING = contextvars.ContextVar("fairseq_luong_checkpoint_identity", default=None)  # see _checked_ensemble
+_EMBEDDINGS = {"source": "encoder.embed_tokens.weight", "target": "decoder.embed_tokens.weight"}
+
+
+def embedding_sizes(state):
+    """{side: rows of its token embedding} of a checkpoint's weights: the size of the dictionary
+    it was trained with (fairseq's encoder-decoder models name them so)."""
+    weights = state.get("model") or {}
+    return {side: weights[key].shape[0] for side, key in _EMBEDDINGS.items()
+            if getattr(weights.get(key), "dim", lambda: 0)() == 2}
+
+
+def _data(task):
+    return str(getattr(getattr(task, "cfg", None), "data", "the data folder")).split(os.pathsep)[0]
+
+
+def _other_dictionary(path, side, task, then):
+    """The error for a checkpoint trained with another SIDE dictionary than the run's: ``then``
+    says how it differs."""
+    lang = _side(task, side)[0] or side
+    fix = ("give data_name_or_path= the data folder it was trained on (fairseq-preprocess's --destdir)"
+           if in_python_call() else
+           "use the data folder it was trained on, or binarize with fairseq-preprocess --srcdict/--tgtdict from its "
+           "training data")
+    return UserError(f"{path} was trained with another {side} dictionary than {_data(task)}/dict.{lang}.txt ({then}), "
+                     f"so its token ids would mean other words: {fix}")
+
+
+def check(path, record, task, sizes=None):
+    """Raise UserError when checkpoint PATH's record (or, without one, the ``sizes`` of its
+    embeddings) does not fit the run's TASK."""
+    if task is None:
         return
     now = data_record(task)
+    record = record or {}
     trained = (record.get("source_lang"), record.get("target_lang"))
     asked = (now.get("source_lang"), now.get("target_lang"))
     if None not in trained and None not in asked and trained != asked:
-        data = getattr(getattr(task, "cfg", None), "data", "the data folder")
-        raise UserError(f"{path} was trained {trained[0]}->{trained[1]}, and this run translates "
-                        f"{asked[0]}->{asked[1]} (-s/-t, or the language pair found in {data}): give -s "
-                        f"{trained[0]} -t {trained[1]}, or a model trained {asked[0]}->{asked[1]}")
+        (a, b), (c, d) = trained, asked
+        if in_python_call():
+            raise UserError(f"{path} was trained {a}->{b}, and {in_python_call()} loads it for {c}->{d} (source_lang=, "
+                            f"target_lang=, or the language pair of {_data(task)}): give source_lang={a!r}, "
+                            f"target_lang={b!r}, or a model trained {c}->{d}")
+        raise UserError(f"{path} was trained {a}->{b}, and this run translates {c}->{d} (-s/-t, or the language pair "
+                        f"found in {_data(task)}): give -s {a} -t {b}, or a model trained {c}->{d}")
     for side in ("source", "target"):
         want, have = record.get(f"{side}_dict"), now.get(f"{side}_dict")
+        then, size = record.get(f"{side}_size"), now.get(f"{side}_size")
         if want and have and want != have:
-            data = str(getattr(getattr(task, "cfg", None), "data", "the data folder")).split(os.pathsep)[0]
-            lang = now.get(f"{side}_lang") or side
-            raise UserError(f"{path} was trained with another {side} dictionary than {data}/dict.{lang}.txt "
-                            f"({record.get(f'{side}_size')} symbols then, {now.get(f'{side}_size')} now, or the "
-                            "same symbols in another order), so its token ids would mean other words: use the "
-                            "data folder it was trained on, or binarize with fairseq-preprocess --srcdict/"
-                            "--tgtdict from its training data")
+            raise _other_dictionary(path, side, task, f"{then} symbols then, {size} now" if then != size else
+                                    f"the same number of symbols, {size}, but other symbols or another order")
+        trained_size = (sizes or {}).get(side)
+        if not want and trained_size is not None and size is not None and trained_size != size:
+            raise _other_dictionary(path, side, task, f"its {side} embeddings have {trained_size} rows, the "
+                                                      f"dictionary {size} symbols")
 
 
 def _recording(save_checkpoint):
@@ -91,19 +132,45 @@ def _remembering(load_checkpoint_to_cpu):
     @functools.wraps(load_checkpoint_to_cpu)
     def wrapper(path, *args, **kwargs):
         state = load_checkpoint_to_cpu(path, *args, **kwargs)
-        _RECORDS[str(path)] = (state.get("extra_state") or {}).get(KEY)
+        record = (state.get("extra_state") or {}).get(KEY)
+        loading = _LOADING.get()
+        if loading is not None:  # inside a load that checks; with its task given: checked now
+            loading.update(path=str(path), record=record, sizes=embedding_sizes(state))
+            if loading["task"] is not None:
+                check(path, record, loading["task"], loading["sizes"])
         return state
 
     return wrapper
 
 
+def _checked_task_setup(setup_task):
+    @functools.wraps(setup_task)
+    def wrapper(cfg, *args, **kwargs):
+        task = setup_task(cfg, *args, **kwargs)
+        loading = _LOADING.get()
+        if loading is not None and loading["task"] is None and "path" in loading:
+            # fairseq set the task up from the checkpoint it just read: check before the model is built
+            loading["task"] = task
+            check(loading["path"], loading["record"], task, loading["sizes"])
+        return task
+
+    return wrapper
+
+
+def _checking(load, task):
+    """Inside, each checkpoint read is checked against ``task`` (or, when None, against the task
+    fairseq sets up from it) before its model is built."""
+    token = _LOADING.set({"task": task})
+    try:
+        return load()
+    finally:
+        _LOADING.reset(token)
+
+
 def _checked_ensemble(load_ensemble):
     @functools.wraps(load_ensemble)
     def load_model_ensemble_and_task(filenames, arg_overrides=None, task=None, *args, **kwargs):
-        out = load_ensemble(filenames, arg_overrides, task, *args, **kwargs)
-        for filename in filenames:
-            check(filename, _RECORDS.get(str(filename)), task)
-        return out
+        return _checking(lambda: load_ensemble(filenames, arg_overrides, task, *args, **kwargs), task)
 
     return load_model_ensemble_and_task
 
@@ -111,18 +178,17 @@ def _checked_ensemble(load_ensemble):
 def _checked_resume(load_checkpoint):
     @functools.wraps(load_checkpoint)
     def wrapper(self, filename, *args, **kwargs):
-        out = load_checkpoint(self, filename, *args, **kwargs)
-        if out is not None:  # a checkpoint was there and was loaded
-            check(filename, _RECORDS.get(str(filename)), self.task)
-        return out
+        return _checking(lambda: load_checkpoint(self, filename, *args, **kwargs), self.task)
 
     return wrapper
 
 
 def patch_checkpoint_identity():
-    """``Trainer.save_checkpoint`` records the data; ``load_checkpoint_to_cpu`` remembers the
-    record; ``load_model_ensemble_and_task`` and ``Trainer.load_checkpoint`` check it."""
+    """``Trainer.save_checkpoint`` records the data; ``load_checkpoint_to_cpu`` checks the
+    record against the run's task, inside ``load_model_ensemble_and_task`` and
+    ``Trainer.load_checkpoint``, or ``tasks.setup_task`` does once fairseq set the task up."""
     wrap_once(Trainer, "save_checkpoint", _recording)
     wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _remembering)
     wrap_once(checkpoint_utils, "load_model_ensemble_and_task", _checked_ensemble)
     wrap_once(Trainer, "load_checkpoint", _checked_resume)
+    wrap_once(tasks, "setup_task", _checked_task_setup)

@@ -1,26 +1,37 @@
-"""Checkpoints: torch >= 2.6 loads fairseq's with ``weights_only=True``, and load errors say what to do.
+"""Checkpoints: loaded with ``weights_only=True`` whatever the environment says, and anything
+that is not one, or cannot be loaded, is one line that says what to do.
 
 **Safe globals.** fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` calls ``torch.load``
-without ``weights_only``, so torch uses its safe unpickler, which refuses fairseq
+without ``weights_only``, so torch >= 2.6 uses its safe unpickler, which refuses fairseq
 checkpoints. A fairseq checkpoint holds, besides tensors and builtins, exactly these
 globals: ``argparse.Namespace`` (the legacy ``args`` entry, and inside ``cfg``), and numpy's
 ``_reconstruct``, ``ndarray``, ``dtype`` and ``dtypes.Int64DType`` (arrays that
 ``--eval-bleu`` stores in the logged metrics). :func:`allow_checkpoint_globals` allowlists
-those and nothing else; any other global is still refused. The weights-only safety is
-never turned off.
+those and nothing else; any other global is still refused.
 
-**Load errors** (:func:`patch_load_errors`). fairseq's ``load_checkpoint_to_cpu`` lets a
-truncated file or a refused pickle surface as a traceback from deep inside torch's
-unpickler. We wrap it (every caller in fairseq looks it up on the module, so the wrapper
-is seen by fairseq-train, -generate and -interactive) and raise a ``UserError`` (one line
-at the terminal, see ``errors.py``) with the file name, the Python global that was
-refused, and what to do; a directory given as the checkpoint is named as such (fairseq's
-IsADirectoryError read as a corrupt file). ``load_model_ensemble_and_task``'s ``OSError:
-Model file not found`` (a ``--path`` that does not exist) becomes one line too, saying
-what the folder holds. Loading itself is unchanged, and we never repeat torch's advice to
-turn the safety off.
+**Safe loading whatever the environment says** (:func:`patch_safe_loading`). Because
+fairseq leaves ``weights_only`` to torch's default, ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``
+(often suggested for fairseq on newer torch) turned the safety off: a malicious
+checkpoint's code ran, and fairseq-generate exited 0. The ``torch.load`` that fairseq's
+``load_checkpoint_to_cpu`` calls now gets ``weights_only=True`` (torch lets the variable
+override only a call that does not say); every other ``torch.load`` is left as it is.
+
+**Not a checkpoint, or not loadable** (:func:`patch_load_errors`). A text file, JSON, random
+bytes or an empty file given as the checkpoint gave a ``KeyError``, ``IndexError`` or
+``UnicodeDecodeError`` traceback from torch's unpickler, or the misleading "it holds an
+object torch does not allow"; a ``torch.save(model.state_dict())`` file gave ``KeyError:
+'best_loss'``; a truncated file or a refused pickle a traceback from deep inside torch. We
+look at the file before torch reads it (a file ``torch.save`` writes is a zip archive, or,
+in torch's legacy format, a pickle), check that what torch read is what fairseq-train saves
+(a dict with the weights, ``model``, and their config, ``cfg``), and raise a ``UserError``
+(one line at the terminal, see ``errors.py``) naming the file and what it is; a refused
+pickle names the Python global that was refused, a directory what it holds.
+``load_model_ensemble_and_task``'s ``OSError: Model file not found`` (a ``--path`` that does
+not exist) becomes one line too, saying what the folder holds. We never repeat torch's
+advice to turn the safety off.
 """
 import argparse
+import contextvars
 import functools
 import os
 import pickle
@@ -32,7 +43,7 @@ import torch
 from fairseq import checkpoint_utils
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import in_python_call, wrap_once
 
 
 class CheckpointLoadError(UserError):
@@ -71,7 +82,7 @@ def _checkpoints(folder):
     return sorted(n for n in os.listdir(folder) if n.endswith(".pt"))
 
 
-def _holds(folder):
+def folder_holds(folder):
     """What checkpoints ``folder`` holds, for messages: "holds a.pt, b.pt" or "holds no .pt file"."""
     names = _checkpoints(folder)
     if not names:
@@ -80,18 +91,82 @@ def _holds(folder):
 
 
 _WRITES = "fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and checkpointN.pt into its --save-dir"
+_ZIP = b"PK\x03\x04"  # torch.save's format since torch 1.6
+_PICKLE_PROTOCOLS = tuple(bytes([0x80, n]) for n in range(2, 6))  # torch's legacy format starts with a pickle
+_LEGACY_MAGIC = b"\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"  # ... of torch's magic number, pickled first
+_LOADING = contextvars.ContextVar("fairseq_luong_loading_checkpoint", default=None)  # the path being loaded
+
+
+def _not_a_checkpoint(path, what):
+    return CheckpointLoadError(f"{path} is not a checkpoint: {what}; give a checkpoint file ({_WRITES})")
+
+
+def _looks_like(head):
+    """What a file that torch cannot read as a checkpoint is, from its first bytes."""
+    if head.startswith(_PICKLE_PROTOCOLS):
+        return "it is a Python pickle without torch's header, not a file torch.save writes"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # not just a character cut at the end of the bytes read
+            return f"it holds bytes that are neither a zip archive nor a pickle (it starts with {head[:8].hex(' ')})"
+        text = head[:err.start].decode("utf-8")
+    kind = "JSON" if text.lstrip()[:1] in ("{", "[") else "text"
+    start = " ".join(text.split())[:40]
+    return f"it holds {kind} (it starts with {start!r})"
+
+
+def _is_legacy_torch(head):
+    return head.startswith(_PICKLE_PROTOCOLS) and _LEGACY_MAGIC in head[:32]
+
+
+def check_is_torch_file(path):
+    """Raise CheckpointLoadError when the local file ``path`` cannot be one ``torch.save`` wrote."""
+    if not os.path.isfile(path):
+        return  # a directory, a missing or remote file: named where fairseq opens it
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if not head:
+        raise _not_a_checkpoint(path, "the file is empty (0 bytes)")
+    if not head.startswith(_ZIP) and not _is_legacy_torch(head):
+        raise _not_a_checkpoint(path, _looks_like(head))
+    if zipfile.is_zipfile(path):  # whole: torch's archive holds ARCHIVE/data.pkl
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        if not any(name.endswith("data.pkl") for name in names):
+            raise _not_a_checkpoint(path, f"it is a zip archive of {len(names)} file(s) without torch's data.pkl")
+
+
+def check_holds_checkpoint(path, state):
+    """Raise CheckpointLoadError when what torch read from ``path`` is not a fairseq checkpoint:
+    a dict with the weights (``model``) and their config (``cfg``, or ``args`` in old ones)."""
+    if not isinstance(state, dict):
+        raise _not_a_checkpoint(path, f"torch reads a {type(state).__name__} from it, not the dict fairseq-train "
+                                      "saves (the weights, 'model', beside their config, 'cfg')")
+    if "model" not in state:
+        if state and all(isinstance(v, torch.Tensor) for v in state.values()):
+            what = (f"it holds {len(state)} tensors and no config (torch.save(model.state_dict()) writes such a "
+                    "file), not the dict fairseq-train saves (the weights, 'model', beside their config, 'cfg')")
+        else:
+            keys = ", ".join(map(repr, list(state)[:5])) or "none"
+            what = f"it holds a dict without 'model' (its keys: {keys})"
+        raise _not_a_checkpoint(path, what)
+    if state.get("cfg") is None and state.get("args") is None:
+        raise _not_a_checkpoint(path, "it holds weights ('model') but not the config that builds their model "
+                                      "('cfg')")
 
 
 def _explain(path, err):
     if os.path.isdir(path):
         names = _checkpoints(path)
         choice = "checkpoint_best.pt" if "checkpoint_best.pt" in names else names[0] if names else None
-        advice = (f"give a checkpoint in it, e.g. {os.path.join(path, choice)}" if choice
+        where = "checkpoint_file= a checkpoint" if in_python_call() else "a checkpoint"
+        advice = (f"give {where} in it, e.g. {os.path.join(path, choice)}" if choice
                   else f"give a checkpoint file ({_WRITES})")
-        return f"{path} is a directory, not a checkpoint file (it {_holds(path)}): {advice}"
+        return f"{path} is a directory, not a checkpoint file (it {folder_holds(path)}): {advice}"
     text = str(err)
-    if "Weights only load failed" in text or "Unsupported global" in text:
-        name = _refused_global(text) or "an object torch does not allow"
+    name = _refused_global(text)
+    if name:
         return (
             f"refusing to load checkpoint {path}: it holds {name}, which fairseq checkpoints "
             "never contain (torch loads checkpoints with weights_only=True; fairseq_luong allows "
@@ -107,15 +182,37 @@ def _explain(path, err):
     )
 
 
+def _weights_only_for_checkpoints(load):
+    @functools.wraps(load)
+    def wrapper(f, *args, **kwargs):
+        path = _LOADING.get()
+        if path is None:  # not fairseq's load_checkpoint_to_cpu: torch.load as it is
+            return load(f, *args, **kwargs)
+        try:
+            state = load(f, *args, **dict(kwargs, weights_only=True))
+        except (UserError, MemoryError):
+            raise
+        except Exception as err:  # KeyError, IndexError, UnicodeDecodeError, ... from torch's unpickler
+            raise CheckpointLoadError(_explain(path, err)) from err
+        check_holds_checkpoint(path, state)
+        return state
+
+    return wrapper
+
+
 def _explained_errors(load):
     @functools.wraps(load)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
+        check_is_torch_file(path)
+        token = _LOADING.set(str(path))  # the torch.load inside: weights_only=True, its errors explained
         try:
             return load(path, *args, **kwargs)
         except (pickle.UnpicklingError, EOFError, zipfile.BadZipFile, RuntimeError, OSError) as err:
             if isinstance(err, (UserError, FileNotFoundError, PermissionError)):
                 raise
             raise CheckpointLoadError(_explain(path, err)) from err
+        finally:
+            _LOADING.reset(token)
 
     return load_checkpoint_to_cpu
 
@@ -131,16 +228,22 @@ def _named_missing_file(load_ensemble):
                 raise
             path = str(err)[len(prefix):]
             folder = os.path.dirname(path) or "."
-            there = _holds(folder) if os.path.isdir(folder) else "does not exist"
-            raise CheckpointLoadError(
-                f"no checkpoint {path} ({folder} {there}): check --path; {_WRITES}"
-            ) from err
+            there = folder_holds(folder) if os.path.isdir(folder) else "does not exist"
+            given = "the folder and checkpoint_file" if in_python_call() else "--path"
+            raise CheckpointLoadError(f"no checkpoint {path} ({folder} {there}): check {given}; {_WRITES}") from err
 
     return load_model_ensemble_and_task
 
 
+def patch_safe_loading():
+    """``torch.load`` called by fairseq's ``load_checkpoint_to_cpu``: ``weights_only=True``,
+    whatever ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says; any other call: as it is."""
+    wrap_once(torch, "load", _weights_only_for_checkpoints)
+
+
 def patch_load_errors():
-    """``load_checkpoint_to_cpu`` and ``load_model_ensemble_and_task``: a checkpoint that
-    cannot be loaded, or is not there, is a one-line ``CheckpointLoadError``."""
+    """``load_checkpoint_to_cpu`` and ``load_model_ensemble_and_task``: a file that is not a
+    checkpoint, a checkpoint that cannot be loaded, or one that is not there, is a one-line
+    ``CheckpointLoadError``."""
     wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _explained_errors)
     wrap_once(checkpoint_utils, "load_model_ensemble_and_task", _named_missing_file)

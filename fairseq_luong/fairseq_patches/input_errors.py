@@ -20,8 +20,11 @@ What fairseq does, and what we do instead (a ``UserError``: one line at the term
   file, what it should hold and what it holds.
 * Text that is not UTF-8 on fairseq-interactive's input: under a C.UTF-8 locale the bad
   bytes became ``<unk>`` without a word; under en_US.UTF-8 a ``UnicodeDecodeError``
-  traceback. Its ``buffered_read`` now reads bytes and decodes each line itself, whatever
-  the locale, and stops at the first bad line with its number.
+  traceback that ended the stream, losing the lines after it and those still in the
+  buffer. Its ``buffered_read`` now reads bytes and decodes each line itself, whatever the
+  locale: a bad byte becomes U+FFFD, with a warning naming the line (and its ``H-``
+  number), and every line before and after it is translated, one ``H-`` line each, at any
+  ``--buffer-size``.
 * ``fairseq-interactive --print-alignment soft`` translated the first line and then
   stopped with ``ValueError: too many values to unpack`` (fairseq_cli/interactive.py
   prints every alignment as ``source-target`` pairs; a soft alignment is a row of
@@ -29,6 +32,7 @@ What fairseq does, and what we do instead (a ``UserError``: one line at the term
   option in fairseq-interactive before any model is loaded, naming both alternatives.
 """
 import functools
+import logging
 import os
 import struct
 
@@ -37,8 +41,9 @@ from fairseq.tasks import translation
 
 from ..data.text import DataError, iter_lines
 from ..errors import UserError
-from .patching import fairseq_cli_modules, wrap_once
+from .patching import fairseq_cli_modules, in_python_call, wrap_once
 
+logger = logging.getLogger(__name__)
 _PREPROCESS = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"
 
 
@@ -73,8 +78,14 @@ def _named_missing_dictionary(add_from_file):
             if not isinstance(f, str):
                 raise
             folder = os.path.dirname(f) or "."
-            where = "" if os.path.isdir(folder) else f" (the directory {folder} does not exist)"
-            raise UserError(f"no dictionary {f}{where}: a data directory is {_PREPROCESS}") from err
+            if not os.path.isdir(folder):
+                where = f" (the directory {folder} does not exist)"
+            else:
+                have = sorted(n for n in os.listdir(folder) if n.startswith("dict.") and n.endswith(".txt"))
+                where = f" ({folder} holds {', '.join(have) if have else 'no dict.*.txt'})"
+            fix = (f"give source_lang= and target_lang= the languages of its dictionaries, or data_name_or_path= "
+                   f"{_PREPROCESS}" if in_python_call() else f"a data directory is {_PREPROCESS}")
+            raise UserError(f"no dictionary {f}{where}: {fix}") from err
 
     return wrapper
 
@@ -147,16 +158,21 @@ def _checked_binarized(load):
 def _utf8_lines(buffered_read):
     @functools.wraps(buffered_read)
     def wrapper(input, buffer_size):
+        name = "standard input" if input == "-" else input
+
+        def replaced(lineno, message):
+            logger.warning("%s:%d: %s: its bad bytes are read as U+FFFD (\ufffd), and the line is translated as "
+                           "such (H-%d); fairseq-interactive reads UTF-8 text", name, lineno, message, lineno - 1)
+
         buffer = []
         try:
-            for _, text in iter_lines(input, name="standard input" if input == "-" else input):
+            for _, text in iter_lines(input, name=name, on_invalid=replaced):
                 buffer.append(text.strip())
                 if len(buffer) >= buffer_size:
                     yield buffer
                     buffer = []
-        except DataError as e:
-            raise UserError(f"{e}: fairseq-interactive reads UTF-8 text, one sentence a line "
-                            "(the lines before it were translated)") from e
+        except DataError as e:  # the input cannot be read at all
+            raise UserError(f"{e}: fairseq-interactive reads UTF-8 text, one sentence a line") from e
         if buffer:
             yield buffer
 
@@ -189,7 +205,7 @@ def patch_data_directories():
 
 def patch_interactive_input():
     """fairseq-interactive's ``buffered_read``: lines decoded as UTF-8 whatever the locale;
-    a line that is not is one error naming it."""
+    a bad byte is replaced, with a warning naming the line."""
     for module in fairseq_cli_modules("interactive"):
         wrap_once(module, "buffered_read", _utf8_lines)
 

@@ -12,6 +12,14 @@ adds in fairseq's idiom (as BART's and RoBERTa's hub interfaces subclass it):
 * ``score(source, target)``: the log-probability of a given translation, piece by piece
   (fairseq's ``score`` is for language models: ``TypeError`` for translation models).
 
+Every call checks its arguments before any work, as the command line checks its options
+(fairseq's own ``translate``/``generate`` ignored a misspelt ``beem=5`` and failed deep in
+the sequence generator on ``beam=0`` or ``translate(None)``): sentences are a str or a list
+of str; generation options are fairseq-generate's, by keyword, with values it can use
+(``fairseq_patches/option_checks.py``); ``nbest``'s ``n`` is one beam search can give. Each
+refusal is one line (an ``ArgumentError``, a ``TypeError``, for a type; a ``ConfigError``, a
+``ValueError``, for a value). What ``from_pretrained`` checks is in ``fairseq_patches/hub.py``.
+
 Scores are natural logarithms, as fairseq computes them (fairseq-generate prints base 2).
 Pieces are the dictionary's symbols the model reads and writes (after ``--bpe``, e.g.
 SentencePiece pieces), ``</s>`` last; an alignment is fairseq-generate's ``--print-alignment``
@@ -19,6 +27,7 @@ SentencePiece pieces), ``</s>`` last; an alignment is fairseq-generate's ``--pri
 its own index), both counted without ``</s>``.
 """
 import copy
+import numbers
 from typing import Dict, List, Optional, Union
 
 import torch
@@ -26,6 +35,31 @@ from fairseq import hub_utils, utils
 from fairseq.data import LanguagePairDataset
 from fairseq.hub_utils import GeneratorHubInterface
 from omegaconf import open_dict
+
+from ..errors import ArgumentError, ConfigError
+from ..fairseq_patches.option_checks import check_generation_keywords
+
+# keywords fairseq's translate/sample pass on to its generate, besides the generation options
+GENERATE_KEYWORDS = ("verbose", "skip_invalid_size_inputs", "inference_step_args", "prefix_allowed_tokens_fn")
+
+
+def sentence_list(call: str, name: str, sentences) -> List[str]:
+    """``sentences`` (a str, or a list or tuple of str) as a list; ArgumentError naming the call
+    and what it was given otherwise."""
+    if isinstance(sentences, str):
+        return [sentences]
+    if isinstance(sentences, (bytes, bytearray)):
+        raise ArgumentError(f"{call}: {name} is bytes: decode it (.decode('utf-8')) and give a str or a list of str")
+    if not isinstance(sentences, (list, tuple)):
+        hint = " (list(...) makes one of it)" if hasattr(sentences, "__iter__") else ""
+        given = "None" if sentences is None else type(sentences).__name__
+        raise ArgumentError(f"{call}: give a str or a list of str as {name}, not {given}{hint}")
+    for i, sentence in enumerate(sentences, 1):
+        if not isinstance(sentence, str):
+            what = ("bytes: decode it (.decode('utf-8'))" if isinstance(sentence, (bytes, bytearray)) else
+                    f"{'None' if sentence is None else type(sentence).__name__}, not str")
+            raise ArgumentError(f"{call}: item {i} of {name} is {what}; give a str or a list of str")
+    return list(sentences)
 
 
 class TranslationHubInterface(GeneratorHubInterface):
@@ -43,6 +77,29 @@ class TranslationHubInterface(GeneratorHubInterface):
             if hasattr(model.decoder, "need_attn"):
                 model.decoder.need_attn = True
 
+    def translate(self, sentences: Union[str, List[str]], beam: int = 5, verbose: bool = False,
+                  **generation_options) -> Union[str, List[str]]:
+        """fairseq's ``translate``, its arguments checked first (module docstring)."""
+        sentence_list("translate", "sentences", sentences)
+        check_generation_keywords("translate", dict(generation_options, beam=beam), self.cfg.generation,
+                                  GENERATE_KEYWORDS)
+        return super().translate(sentences, beam, verbose, **generation_options)
+
+    def sample(self, sentences: Union[str, List[str]], beam: int = 1, verbose: bool = False,
+               **generation_options) -> Union[str, List[str]]:
+        """fairseq's ``sample``, its arguments checked first (module docstring)."""
+        sentence_list("sample", "sentences", sentences)
+        check_generation_keywords("sample", dict(generation_options, beam=beam), self.cfg.generation,
+                                  GENERATE_KEYWORDS)
+        return super().sample(sentences, beam, verbose, **generation_options)
+
+    def generate(self, tokenized_sentences: List[torch.LongTensor], beam: int = 5, verbose: bool = False,
+                 *args, **generation_options) -> List[List[Dict]]:
+        """fairseq's ``generate`` (token ids), its generation options checked first."""
+        check_generation_keywords("generate", dict(generation_options, beam=beam), self.cfg.generation,
+                                  GENERATE_KEYWORDS)
+        return super().generate(tokenized_sentences, beam, verbose, *args, **generation_options)
+
     def nbest(self, sentences: Union[str, List[str]], n: Optional[int] = None, beam: int = 5,
               **generation_options) -> Union[List[Dict], List[List[Dict]]]:
         """The ``n`` (default: ``beam``) best translations of a sentence, best first, as dicts:
@@ -50,11 +107,15 @@ class TranslationHubInterface(GeneratorHubInterface):
         the length counting ``</s>``), ``log_prob``, ``positional_scores`` (log p of each of
         ``pieces``), ``pieces``, ``source_pieces``, ``alignment`` (None for a model without
         attention). For a list of sentences, one such list each."""
+        listed = sentence_list("nbest", "sentences", sentences)
+        if "nbest" in generation_options:  # fairseq-generate's name for n
+            raise ConfigError(f"nbest: nbest={generation_options['nbest']!r}: the number of translations is n here; "
+                              f"give n={generation_options['nbest']!r}")
+        check_generation_keywords("nbest", dict(generation_options, beam=beam), self.cfg.generation)
+        self._check_n(n, beam)
         if isinstance(sentences, str):
-            return self.nbest([sentences], n, beam, **generation_options)[0]
-        if n is not None and not 1 <= n <= beam:
-            raise ValueError(f"n = {n}: beam search with beam = {beam} finds 1 to {beam} translations")
-        src = [self.encode(sentence) for sentence in sentences]
+            return self.nbest(listed, n, beam, **generation_options)[0]
+        src = [self.encode(sentence) for sentence in listed]
         dataset = self.task.build_dataset_for_inference(src, [len(t) for t in src])
         generator = self.task.build_generator(self.models, self._options(beam=beam, **generation_options))
         found = {}
@@ -72,13 +133,18 @@ class TranslationHubInterface(GeneratorHubInterface):
         before it), ``log_prob`` (their sum), ``score`` (their mean), ``pieces``,
         ``source_pieces`` and ``alignment`` (None for a model without attention)."""
         if targets is None:
-            raise TypeError("score(source, target): give the translation to score")
+            raise ArgumentError("score(source, target): give the translation to score")
+        listed = sentence_list("score", "sources", sources), sentence_list("score", "targets", targets)
         if isinstance(sources, str) != isinstance(targets, str):
-            raise TypeError("score(source, target): two strings, or two lists of strings")
+            raise ArgumentError("score(source, target): two strings, or two lists of strings")
+        for key in ("score_reference", "print_alignment"):
+            if key in generation_options:
+                raise ConfigError(f"score: {key}={generation_options[key]!r} is score's own setting; leave it out")
+        check_generation_keywords("score", generation_options, self.cfg.generation)
         if isinstance(sources, str):
-            return self.score([sources], [targets], **generation_options)[0]
+            return self.score(*listed, **generation_options)[0]
         if len(sources) != len(targets):
-            raise ValueError(f"score: {len(sources)} sources but {len(targets)} targets")
+            raise ConfigError(f"score: {len(sources)} sources but {len(targets)} targets: give one target each")
         src = [self.encode(sentence) for sentence in sources]
         tgt = [self.encode_target(sentence) for sentence in targets]
         dataset = LanguagePairDataset(src, [len(t) for t in src], self.src_dict,
@@ -96,6 +162,24 @@ class TranslationHubInterface(GeneratorHubInterface):
         return self.tgt_dict.encode_line(pieces, add_if_not_exist=False).long()
 
     # ------------------------------------------------------------------ helpers
+    def _check_n(self, n, beam):
+        """``nbest``'s ``n`` (None: ``beam``) is a number of hypotheses beam search gives: at most
+        ``beam``, and at most the target dictionary's size less one (fairseq's SequenceGenerator
+        caps the beam there, and would return fewer without a word)."""
+        if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
+            raise ConfigError(f"nbest: n={n!r}: give a whole number of translations")
+        if n is not None and n < 1:
+            raise ConfigError(f"nbest: n={n}: give at least 1")
+        if n is not None and n > beam:
+            raise ConfigError(f"nbest: n={n} is more than beam={beam}: beam search keeps {beam} hypotheses; give "
+                              f"beam={n} or more, or n={beam} or less")
+        keeps = len(self.tgt_dict) - 1
+        if (n or beam) > keeps:
+            asked = f"n={n}" if n is not None else f"beam={beam} (n defaults to it)"
+            raise ConfigError(f"nbest: {asked} is more than the {keeps} hypotheses beam search keeps for this model "
+                              f"(fairseq caps the beam at its target dictionary's {len(self.tgt_dict)} symbols less "
+                              f"one): give n={keeps} or less")
+
     def _options(self, **options):
         """The checkpoint's generation options with ``options`` set, as fairseq's ``generate``."""
         generation = copy.deepcopy(self.cfg.generation)
