@@ -346,8 +346,8 @@ def write_aspec_format(dest, data_dir, sizes, odd_lines=True):
 def fused_lstm_cell_on_the_cpu(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
     """aten::_thnn_fused_lstm_cell (CUDA only) on the CPU: its argument checks (RNN.cu's
     checkSizes: the gates 2-D and of one size; a bias 1-D of 4H, and both biases or neither; one
-    dtype), its arithmetic and its three outputs (h, c and a workspace)."""
-    from fairseq_luong.modules.luong_decoder import lstm_cell_update
+    dtype), its arithmetic and its three outputs: h, c and the workspace its backward reads, the
+    activated gates [sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)] (rows x 4H)."""
     assert input_gates.dim() == 2 and input_gates.shape == hidden_gates.shape
     assert input_gates.dtype == hidden_gates.dtype == cx.dtype  # one scalar type: the kernel reads them as one
     assert cx.numel() == input_gates.numel() // 4
@@ -356,8 +356,28 @@ def fused_lstm_cell_on_the_cpu(input_gates, hidden_gates, cx, input_bias=None, h
     if input_bias is not None:
         assert input_bias.shape == hidden_bias.shape == (input_gates.size(1),)
         gates = gates + input_bias + hidden_bias
-    h, c = lstm_cell_update(gates, cx)
-    return h, c, gates
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+    c = f * cx + i * g
+    return o * torch.tanh(c), c, torch.cat((i, f, g, o), 1)
+
+
+def fused_lstm_cell_backward_on_the_cpu(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    """aten::_thnn_fused_lstm_cell_backward_impl (CUDA only) on the CPU: RNN.cu's size checks and
+    arithmetic (tanh(c_t) recomputed from cy; grad_cy may be None), returning the gradients of the
+    gates' pre-activations (rows x 4H), of c_{t-1} and of the bias (has_bias: their row sum)."""
+    assert grad_hy is not None or grad_cy is not None
+    rows, H = cx.shape
+    for t in (grad_hy, grad_cy, cy):
+        assert t is None or t.shape == (rows, H)
+    assert workspace.dim() == 2 and workspace.numel() == rows * H * 4
+    i, f, g, o = workspace.chunk(4, 1)
+    tanh_c = torch.tanh(cy)
+    go = torch.zeros_like(cx) if grad_hy is None else grad_hy
+    gc = go * o * (1 - tanh_c * tanh_c) + (0 if grad_cy is None else grad_cy)
+    grad_gates = torch.cat((gc * g * i * (1 - i), gc * cx * f * (1 - f), gc * i * (1 - g * g),
+                            go * tanh_c * o * (1 - o)), 1)
+    return grad_gates, gc * f, grad_gates.sum(0) if has_bias else None
 
 
 def assert_same_layer_step(reference, candidate, rows=3, n=5, H=4):

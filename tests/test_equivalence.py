@@ -4,9 +4,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fairseq_luong.modules import input_feeding_loop, step_kernels
 from fairseq_luong.modules.luong_encoder import source_order
 from fairseq_luong.modules.row_schedule import RowSchedule, right_padded_lengths
-from tests.helpers import LUONG_ARCHS, build_model, collate, fused_lstm_cell_on_the_cpu, random_batch
+from tests.helpers import (
+    LUONG_ARCHS,
+    build_model,
+    collate,
+    fused_lstm_cell_backward_on_the_cpu,
+    fused_lstm_cell_on_the_cpu,
+    random_batch,
+)
 from tests.reference_decoders import luong_context
 
 SIZES = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8",
@@ -180,22 +188,29 @@ def test_reverse_source_alignments_refer_to_original_positions(arch, left_pad, m
     words = [torch.tensor([5, 6, 7, 8, 9, 10, 11]), torch.tensor([10, 11, 12])]
     eos = torch.tensor([src_d.eos()])
     tgts = [torch.tensor([7, 8, 9, 10, 11, 2]), torch.tensor([5, 6, 7, 8, 2])]
-    queries = []  # (query: bsz x 1 x H, step) of every call, in the batch's row order
+    queries = []  # (query: bsz x 1 x H, step) of every step, in the batch's row order
     attention = rev.decoder.attention
-    forward = attention.forward
+    make_steps = input_feeding_loop.attention_steps
 
-    def spy(query, memory, step0, need_weights):
-        queries.append((query, step0))
-        return forward(query, memory, step0, need_weights)
+    def spy(*args, **kwargs):
+        steps = make_steps(*args, **kwargs)
+        forward = steps.forward
 
-    monkeypatch.setattr(attention, "forward", spy)
+        def step(query):
+            queries.append((query.unsqueeze(1), len(queries)))
+            return forward(query)
+
+        steps.forward = step
+        return steps
+
+    monkeypatch.setattr(input_feeding_loop, "attention_steps", spy)
     batch = collate([torch.cat([w, eos]) for w in words], tgts, src_d, tgt_d, left_pad)
     logits_r, attn_r = full_forward(rev, batch)
     by_hand = collate([torch.cat([w.flip(0), eos]) for w in words], tgts, src_d, tgt_d, left_pad)
     with torch.no_grad():
         memory_by_hand = plain.encoder(by_hand["src_tokens"], by_hand["src_lengths"])["encoder_out"]
     S = attn_r.size(2)
-    assert len(queries) == attn_r.size(1)  # input feeding: one call per step
+    assert len(queries) == attn_r.size(1)  # input feeding: one attention step per target step
     for b, w in enumerate(words):
         n = len(w) + 1
         off = S - n if left_pad else 0
@@ -482,11 +497,11 @@ def trained_and_decoded(model, net_input):
     ("luong_global_location", ["--reverse-source"]),
 ])
 def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, monkeypatch):
-    """On CUDA the input-feeding step runs the gate sums and the cell in PyTorch's fused kernel
-    (luong_decoder._fused_layer_step); here a CPU stand-in for the kernel takes its place:
-    training (the fused weight, split above layer 0) gives the eager path's outputs and every
-    gradient, and incremental decoding (the two inference weights) its outputs, with dropout."""
-    from fairseq_luong.modules import luong_decoder
+    """On CUDA the input-feeding loop runs the cell and its backward in PyTorch's fused kernels
+    (``step_kernels.lstm_cell``); here CPU stand-ins for the kernels take their place (their
+    arguments, arithmetic and outputs: the workspace of activated gates the backward reads):
+    training gives the eager cell's outputs and every gradient, and incremental decoding its
+    outputs, with dropout."""
     model, task = tiny(arch, "--dropout", "0.3", *extra)
     batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(7, 3, 6))
     net_input = (batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])
@@ -495,12 +510,16 @@ def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, 
         with monkeypatch.context() as patches:
             if fused:
                 calls = []
-                patches.setattr(luong_decoder, "fused_cell_here", lambda gates: True)
+                patches.setattr(step_kernels, "fused_cell_here", lambda gates: True)
+                patches.setattr(input_feeding_loop, "fused_cell_here", lambda gates: True)
                 patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell",
-                                lambda *a: calls.append(a[0].shape) or fused_lstm_cell_on_the_cpu(*a))
+                                lambda *a: calls.append("cell") or fused_lstm_cell_on_the_cpu(*a))
+                patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell_backward_impl",
+                                lambda *a: calls.append("backward") or fused_lstm_cell_backward_on_the_cpu(*a))
             runs.append(trained_and_decoded(model, net_input))
-            if fused:  # the kernel ran at every layer and step, in training and in decoding
-                assert len(calls) == 2 * net_input[2].size(1) * model.decoder.num_layers, calls
+            if fused:  # the kernels ran at every layer and step (rows that are going), in training and decoding
+                steps = net_input[2].size(1) * model.decoder.num_layers
+                assert calls.count("cell") == 2 * steps and calls.count("backward") == steps, calls
     assert len(runs[0]) == len(runs[1])
     for eager, fused in zip(*runs):
         torch.testing.assert_close(fused, eager, rtol=1e-5, atol=1e-6)
@@ -509,9 +528,9 @@ def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch's fused LSTM cell is CUDA only")
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
 def test_on_a_gpu_the_fused_cell_computes_the_eager_cells_numbers(dtype, tol, monkeypatch):
-    """The real kernel (aten::_thnn_fused_lstm_cell) against the eager cell on the same GPU:
-    training's logits and every gradient, and incremental decoding's outputs, 3 layers, dropout."""
-    from fairseq_luong.modules import luong_decoder
+    """The real kernels (aten::_thnn_fused_lstm_cell and its backward) against the eager cell on
+    the same GPU: training's logits and every gradient, and incremental decoding's outputs, 3
+    layers, dropout."""
     model, task = tiny("luong_global_general", "--dropout", "0.3", "--decoder-layers", "3",
                        "--encoder-layers", "3")
     model = model.to("cuda", dtype)
@@ -524,7 +543,8 @@ def test_on_a_gpu_the_fused_cell_computes_the_eager_cells_numbers(dtype, tol, mo
             kernel = torch.ops.aten._thnn_fused_lstm_cell
             patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell", lambda *a: calls.append(1) or kernel(*a))
             if not fused:
-                patches.setattr(luong_decoder, "fused_cell_here", lambda gates: False)
+                patches.setattr(step_kernels, "fused_cell_here", lambda gates: False)
+                patches.setattr(input_feeding_loop, "fused_cell_here", lambda gates: False)
             runs.append(trained_and_decoded(model, net_input))
             assert len(calls) == (2 * net_input[2].size(1) * 3 if fused else 0)
     for fused, eager in zip(*runs):

@@ -5,12 +5,15 @@ local attention (``luong_attention.py``) and Bahdanau et al.'s RNNsearch apply
 on top of any of them. Masking, softmax and the context vector live in the
 attention modules, not here.
 """
+from typing import Optional, Tuple
+
 import torch
 import torch.nn as nn
 from torch import Tensor
 
 from ..errors import ConfigError
 from .luong_init import Linear
+from .step_kernels import weighted_rows
 
 
 class AttentionScore(nn.Module):
@@ -54,6 +57,70 @@ class AttentionScore(nn.Module):
     def forward(self, query: Tensor, keys: Tensor, positions) -> Tensor:
         raise NotImplementedError
 
+    def step(self, dtype: torch.dtype) -> "ScoreStep":
+        """The same score one decoder step at a time without autograd, for one call of a step
+        loop (``step_attention.py``), its parameters in ``dtype``."""
+        raise NotImplementedError
+
+
+class ScoreStep:
+    """One call's steps of a score, forward and backward, without autograd.
+
+    The slots a step scores come as a :class:`step_attention.Slots` (the memory's rows that run
+    at this step, or a gathered window): ``keys`` (rows x N x K), ``keys_t`` (the same,
+    transposed), ``bias`` (rows x N: 0, or -inf where a slot gets no weight; ``bias3`` the
+    same as rows x 1 x N) and ``positions`` (the slots' sentence positions, rows x N, for a
+    score that ``uses_positions``).
+
+    * ``forward(q, slots)``: the scores of one step (rows x N), bias added, for the query q
+      (rows x H);
+    * ``backward(d_scores, q, slots, t)``: the gradient of q and of the slot keys at step t, as
+      ``("outer", d_scores)`` (d_keys[r, s] = d_scores[r, s] q[r], formed by the caller),
+      ``("dense", rows x N x K)`` or None (the score reads no keys);
+    * ``param_grads(Q)``: after the loop, the gradients of ``params`` (the score's parameters
+      as the steps read them), from the queries of every step (Q: packed, sum of rows x H).
+
+    ``forward`` keeps what ``backward`` reads, per step; ``begin_backward`` empties what the
+    backward collects (the steps go back in reverse order, again if the graph is kept).
+    """
+
+    def __init__(self, *params: Tensor):
+        self.params = params
+        self.save = True  # keep what the backward reads (off in inference)
+        self.saved = []
+
+    def begin_backward(self):
+        self.recorded = []
+
+    def extra_mask(self, positions: Tensor) -> Optional[Tensor]:
+        """Slots this score cannot score (True), beyond padding and windows; None if none."""
+        return None
+
+    def slot_positions(self, positions: Tensor) -> Tensor:
+        """The positions as ``forward`` reads them (``slots.positions``)."""
+        return positions
+
+    def forward(self, q: Tensor, slots) -> Tensor:
+        raise NotImplementedError
+
+    def backward(self, d_scores: Tensor, q: Tensor, slots, t: int):
+        raise NotImplementedError
+
+    def param_grads(self, Q: Tensor) -> Tuple[Tensor, ...]:
+        return ()
+
+
+class KeysDotStep(ScoreStep):
+    """The step of h_t^T k_s (dot: k = h̄; general: k = W_a h̄, precomputed): a batched
+    matrix-vector product per step, the mask added in the same operation."""
+
+    def forward(self, q, slots):
+        # rows x 1 x N + rows x 1 x K @ rows x K x N -> rows x N
+        return torch.baddbmm(slots.bias3, q.unsqueeze(1), slots.keys_t).squeeze(1)
+
+    def backward(self, d_scores, q, slots, t):
+        return weighted_rows(d_scores, slots.keys), ("outer", d_scores)  # rows x K
+
 
 def _dot_with_keys(query: Tensor, keys: Tensor) -> Tensor:
     """Batched h_t^T k_s for every step and slot.
@@ -83,6 +150,9 @@ class DotScore(AttentionScore):
     def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
         return _dot_with_keys(query, keys)
 
+    def step(self, dtype):
+        return KeysDotStep()
+
 
 class GeneralScore(AttentionScore):
     """score(h_t, h̄_s) = h_t^T W_a h̄_s (Luong et al. 2015, eq. 8, "general").
@@ -101,6 +171,9 @@ class GeneralScore(AttentionScore):
 
     def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
         return _dot_with_keys(query, keys)
+
+    def step(self, dtype):
+        return KeysDotStep()  # the keys W_a h̄_s are precomputed: the step is dot's
 
 
 class ConcatScore(AttentionScore):
@@ -131,6 +204,41 @@ class ConcatScore(AttentionScore):
             # bsz x tgtlen x W x A + bsz x tgtlen x 1 x A
             hidden = torch.tanh(keys + q.unsqueeze(2))
         return self.v_a(hidden).squeeze(-1)  # bsz x tgtlen x N
+
+    def step(self, dtype):
+        return ConcatStep(self.W_q.weight.to(dtype), self.v_a.weight.to(dtype))
+
+
+class ConcatStep(ScoreStep):
+    """The step of v_a^T tanh(W_q h_t + k_s), k_s = W_k h̄_s precomputed. Its backward gives
+    the keys' gradient dense (rows x N x A), W_q's after the loop from the packed gradients of
+    W_q h_t, v_a's summed step by step."""
+
+    def begin_backward(self):
+        super().begin_backward()
+        self.d_v_a = torch.zeros_like(self.params[1])
+
+    def forward(self, q, slots):
+        W_q, v_a = self.params  # A x H, 1 x A
+        # rows x N x A + rows x 1 x A
+        hidden = torch.add(slots.keys, q.mm(W_q.t()).unsqueeze(1)).tanh_()
+        if self.save:
+            self.saved.append(hidden)
+        return torch.matmul(hidden, v_a[0]).add_(slots.bias)  # rows x N
+
+    def backward(self, d_scores, q, slots, t):
+        W_q, v_a = self.params
+        hidden = self.saved[t]
+        # v_a: sum over rows and slots of d_scores * hidden: 1 x (rows*N) @ (rows*N) x A
+        self.d_v_a.addmm_(d_scores.reshape(1, -1), hidden.reshape(-1, hidden.size(-1)))
+        d_pre = torch.ops.aten.tanh_backward(d_scores.unsqueeze(-1) * v_a[0], hidden)  # rows x N x A
+        d_q_a = d_pre.sum(1)  # rows x A: the gradient of W_q h_t
+        self.recorded.append(d_q_a)
+        return d_q_a.mm(W_q), ("dense", d_pre)
+
+    def param_grads(self, Q):
+        D = torch.cat(self.recorded[::-1])  # sum of rows x A, in step order as Q
+        return D.t().mm(Q), self.d_v_a  # W_q: A x H; v_a: 1 x A
 
 
 class LocationScore(AttentionScore):
@@ -163,6 +271,40 @@ class LocationScore(AttentionScore):
         scores = by_position.gather(2, positions.clamp(0, self.max_len - 1))
         # bsz x tgtlen x N
         return scores.masked_fill(positions >= self.max_len, float("-inf"))
+
+    def step(self, dtype):
+        return LocationStep(self.W_a.weight.to(dtype), max_len=self.max_len)
+
+
+class LocationStep(ScoreStep):
+    """The step of (W_a h_t)[s]: the positions past ``max_len`` are masked by ``extra_mask``
+    (the caller adds them to the bias once per call), the rest gathered; W_a's gradient after
+    the loop from the scattered gradients of W_a h_t."""
+
+    def __init__(self, W_a: Tensor, max_len: int):
+        super().__init__(W_a)
+        self.max_len = max_len
+
+    def extra_mask(self, positions):
+        return positions >= self.max_len
+
+    def slot_positions(self, positions):
+        return positions.clamp(max=self.max_len - 1)  # the others are masked by extra_mask
+
+    def forward(self, q, slots):
+        # rows x max_len, gathered at the slots' positions (clamped: the others are masked): rows x N
+        return q.mm(self.params[0].t()).gather(1, slots.positions).add_(slots.bias)
+
+    def backward(self, d_scores, q, slots, t):
+        W_a = self.params[0]
+        # masked slots have d_scores 0: adding them at the clamped position adds nothing
+        d_by_position = d_scores.new_zeros(d_scores.size(0), self.max_len).scatter_add_(
+            1, slots.positions, d_scores)  # rows x max_len
+        self.recorded.append(d_by_position)
+        return d_by_position.mm(W_a), None
+
+    def param_grads(self, Q):
+        return (torch.cat(self.recorded[::-1]).t().mm(Q),)  # max_len x H
 
 
 def build_score(name: str, query_dim: int, value_dim: int, location_max_len: int) -> AttentionScore:

@@ -114,12 +114,42 @@ def predictive_alignment(h: Tensor, W_p: nn.Module, v_p: nn.Module, src_len: Ten
     return src_len.to(logit.dtype).unsqueeze(1) * torch.sigmoid(logit)
 
 
+def predictive_alignment_step(h: Tensor, W_p: Tensor, v_p: Tensor, src_len: Tensor):
+    """Eq. 9 for one step without autograd (the step loops): h rows x H, W_p H x H, v_p 1 x H
+    (the weights of ``predictive_alignment``'s modules), src_len rows. Returns p_t (rows,
+    float32 or wider) and what :func:`predictive_alignment_backward` reads."""
+    hidden = torch.tanh(h.mm(W_p.t()))  # rows x H
+    logit = hidden.mm(v_p.t()).squeeze(1)  # rows
+    sig = torch.sigmoid(logit.to(_at_least_float32(logit.dtype)))
+    return src_len.to(sig.dtype) * sig, (hidden, sig)
+
+
+def predictive_alignment_backward(d_p: Tensor, saved, W_p: Tensor, v_p: Tensor, src_len: Tensor,
+                                  recorded: list) -> Tensor:
+    """h's gradient (rows x H) from p_t's (rows) through eq. 9; appends to ``recorded`` what the
+    weights' gradients are formed from after the loop: (d(W_p h), d logit, tanh(W_p h))."""
+    hidden, sig = saved
+    d_logit = torch.ops.aten.sigmoid_backward(d_p * src_len.to(sig.dtype), sig).to(hidden.dtype)  # rows
+    d_hidden = torch.ops.aten.tanh_backward(d_logit.unsqueeze(1) * v_p, hidden)  # rows x H
+    recorded.append((d_hidden, d_logit, hidden))
+    return d_hidden.mm(W_p)
+
+
 def gaussian_window(positions: Tensor, p_t: Tensor, sigma: float) -> Tensor:
     """exp(-(s - p_t)^2 / (2 sigma^2)) (Luong et al. 2015, eq. 10), sigma = D / 2.
 
     positions: integer source positions s, bsz x tgtlen x W; p_t: bsz x tgtlen.
     """
     return torch.exp(-((positions.to(p_t.dtype) - p_t.unsqueeze(-1)) ** 2) / (2.0 * sigma**2))
+
+
+def gaussian_window_backward(d_window: Tensor, window: Tensor, positions: Tensor, p_t: Tensor,
+                             sigma: float) -> Tensor:
+    """p_t's gradient (rows) from that of eq. 10's window (rows x W, any float dtype):
+    d exp(-(s - p_t)^2 / (2 sigma^2)) / d p_t = window * (s - p_t) / sigma^2, summed over s.
+    window: rows x W as :func:`gaussian_window` gave it; positions rows x W; p_t rows."""
+    offset = positions.to(p_t.dtype) - p_t.unsqueeze(-1)  # rows x W
+    return (d_window.to(window.dtype) * window * offset).sum(-1) / sigma**2
 
 
 # Local attention scores the whole memory, masking all but the window, when the source

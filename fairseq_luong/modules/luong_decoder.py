@@ -7,26 +7,25 @@ One decoder step (section 3, Fig. 2 and 4):
   h~_t = tanh(W_c [c_t; h_t])                             eq. 5
   p(y_t | y_<t, x) = softmax(W_s dropout(h~_t))           eq. 6
 
-The same step code runs in training (looping over the target) and in
-incremental decoding (one step per call), so the fast path is the normal
-path. Work that does not depend on the previous step is hoisted out of the
-loop: the embedding half of the first layer's gates for all steps in one
-matrix product, in training the fused [input; h] gate weights once per call
-(in inference two products on the parameters themselves: no weight copy), the score's
-keys once per sentence. Without input feeding nothing couples the layers
-across steps: each layer runs as one sequence LSTM (``nn.LSTM``) and the
-attention is computed for all steps at once.
+With input feeding each step needs the last one's h~, so the steps run in a loop:
+``input_feeding_loop.py`` runs it, in training and in incremental decoding (one step per
+call) alike, without autograd, and gives its gradients itself (backward through time written
+once for the loop, ``step_loop.py``). Work that does not depend on the previous step stays
+out of the loop: the embedding half of the first layer's gates for all steps in one matrix
+product, the score's keys once per sentence, every weight's gradient once after the loop.
+Without input feeding nothing couples the layers across steps: each layer runs as one
+sequence LSTM (``nn.LSTM``) and the attention is computed for all steps at once, with autograd.
 
-Every decoder layer's parameters live in a one-layer ``nn.LSTM`` (gate order
-i, f, g, o), whichever path runs.
+Every decoder layer's parameters live in a one-layer ``nn.LSTM`` (gate order i, f, g, o),
+whichever path runs.
 
 Specification: ``luong_reference`` in ``tests/reference_decoders.py`` runs the same
 equations one step and one sentence at a time; ``tests/test_reference.py`` checks
 that this decoder gives its outputs and gradients for every architecture (change the
-reference first), and ``tests/test_op_counts.py`` that the hoisted products stay
-out of the per-step loop.
+reference first), ``tests/test_step_loops.py`` the loop's backward by ``gradcheck``, and
+``tests/test_op_counts.py`` that the hoisted products stay out of the per-step loop.
 """
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn as nn
@@ -35,79 +34,12 @@ from fairseq.modules import FairseqDropout
 from torch import Tensor
 
 from ..errors import ConfigError
+from .input_feeding_loop import InputFeedingSteps
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
 from .recurrent_decoder import RecurrentDecoder
 from .row_schedule import RowSchedule
-
-
-def lstm_cell_update(gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
-    """The LSTM cell (Zaremba et al. 2015, as used by Luong et al. 2015, section 2).
-
-    gates: bsz x 4H pre-activations in PyTorch's order i, f, g, o; c: bsz x H.
-    c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g); h_t = sigmoid(o) * tanh(c_t).
-    """
-    i, f, g, o = gates.chunk(4, 1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    h = torch.sigmoid(o) * torch.tanh(c)
-    return h, c
-
-
-def fused_cell_here(gates: Tensor) -> bool:
-    """Whether ``fused_lstm_cell`` runs for these gates: PyTorch has the kernel for CUDA only, and
-    torch.compile has no meta function for it that works without biases (it traces the eager cell)."""
-    return gates.is_cuda and not torch.compiler.is_compiling()
-
-
-def fused_lstm_cell(input_gates: Tensor, hidden_gates: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
-    """``lstm_cell_update`` of input_gates + hidden_gates in PyTorch's fused kernel (what
-    ``nn.LSTMCell`` runs on CUDA): one launch for the sum and the cell, and one for its backward,
-    where the eager cell launches nine. rows x 4H, rows x 4H, rows x H -> h, c. (The kernel takes
-    a bias only as two, input and hidden, both given: the bias comes in the gates instead.)"""
-    h, c, _ = torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, c)
-    return h, c
-
-
-def _fused_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
-                      weights: Tuple[Tensor, ...]) -> Tuple[Tensor, Tensor]:
-    """``lstm_layer_step`` with the gate sum in the fused kernel: layer 0's hoisted gates
-    (rows x 4H) are its input gates; a layer's bias (4H) is added by the GEMM on below, and the
-    fused weight's two halves (views) multiply below and h without a cat."""
-    if len(weights) == 2:  # inference: W_in^T, W_hh^T
-        return fused_lstm_cell(torch.addmm(gates, below, weights[0]), h.mm(weights[1]), c)  # rows x 4H each
-    W = weights[0]  # (in + H) x 4H
-    if gates.dim() == 2:
-        return fused_lstm_cell(gates, torch.cat((below, h), 1).mm(W), c)
-    n = below.size(1)
-    return fused_lstm_cell(torch.addmm(gates, below, W[:n]), h.mm(W[n:]), c)
-
-
-def lstm_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
-                    weights: Tuple[Tensor, ...]) -> Tuple[Tensor, Tensor]:
-    """One layer and step of the input-feeding loop: gates + [below; h_{t-1}] @ W, then the cell.
-
-    gates: rows x 4H (what is already known: layer 0's embedding gates) or 4H (the bias);
-    weights: ([W_in W_hh]^T,) fused, one GEMM, or (W_in^T, W_hh^T), two (``_gate_weights``).
-    On CUDA, in one precision throughout, the sums and the cell run in PyTorch's fused kernel.
-    """
-    if fused_cell_here(gates) and gates.dtype == below.dtype == h.dtype == c.dtype == weights[0].dtype:
-        return _fused_layer_step(gates, below, h, c, weights)
-    return eager_layer_step(gates, below, h, c, weights)
-
-
-def eager_layer_step(gates: Tensor, below: Tensor, h: Tensor, c: Tensor,
-                     weights: Tuple[Tensor, ...]) -> Tuple[Tensor, Tensor]:
-    """``lstm_layer_step`` with the cell in elementwise operations (``lstm_cell_update``): the
-    CPU's path, and CUDA's under autocast or torch.compile."""
-    if len(weights) == 1:
-        gates = torch.addmm(gates, torch.cat((below, h), 1), weights[0])  # rows x 4H
-    else:
-        gates = torch.addmm(gates, below, weights[0])  # rows x 4H
-        if torch.is_autocast_enabled(gates.device.type):
-            gates = torch.addmm(gates, h, weights[1])  # autocast casts only out-of-place ops
-        else:
-            gates.addmm_(h, weights[1])  # in place: no second rows x 4H buffer per step
-    return lstm_cell_update(gates, c)
+from .step_loop import compute_dtype, run_steps
 
 
 class LuongDecoder(RecurrentDecoder):
@@ -222,62 +154,30 @@ class LuongDecoder(RecurrentDecoder):
         return out, {"attn": [attn]}  # out: h~_t, what W_s reads
 
     def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, schedule: RowSchedule):
-        """Step by step: h~_{t-1} joins the next step's input (section 3.3).
+        """Step by step: h~_{t-1} joins the next step's input (section 3.3), in
+        ``input_feeding_loop.py`` (forward and backward through time, autograd off inside).
 
-        The loop body is the step of the module docstring; ``schedule`` owns which rows
-        run at each step (``row_schedule.py``). When it skips padded steps, the final
-        states are not returned (they cover only the last step's rows; nothing continues
-        them in training). x: bsz x tgtlen x E.
+        ``schedule`` owns which rows run at each step (``row_schedule.py``). When it skips
+        padded steps, the final states are not returned (they cover only the last step's rows;
+        nothing continues them in training). x: bsz x tgtlen x E.
         """
-        emb_weight, biases, rec_weights = self._gate_weights()
-        hs, cs = list(h0.unbind(0)), list(c0.unbind(0))  # per layer: bsz x H
-        x, hs, cs, feed, memory = schedule.sort((x, hs, cs, feed, memory))
-        # embedding half of layer 0's gates for every step at once:
-        # tgtlen x bsz x E -> tgtlen x bsz x 4H -> step t: rows(t) x 4H
-        x_gates = schedule.per_step(F.linear(x.transpose(0, 1), emb_weight, biases[0]))
-        outs: List[Tensor] = []
-        attns: List[Tensor] = []
-        for t in schedule.steps():
-            hs, cs, feed, memory = schedule.at_step(t, (hs, cs, feed, memory))
-            below, gates = feed, x_gates[t]
-            for i in range(self.num_layers):
-                if i > 0:
-                    below, gates = self.dropout_hidden(hs[i - 1]), biases[i]
-                hs[i], cs[i] = lstm_layer_step(gates, below, hs[i], cs[i], rec_weights[i])
-            htilde, attn = self._attend(hs[-1].unsqueeze(1), memory, step0 + t, need_weights)
-            feed = self.dropout_out(htilde.squeeze(1))  # rows x H
-            outs.append(feed)
-            if attn is not None:
-                attns.append(attn)
-        out = schedule.unpack(schedule.pack(outs))  # bsz x tgtlen x H
-        attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
-        if schedule.skips_padding:
+        dtype = compute_dtype(x.device, self.layers[0].weight_hh_l0.dtype)
+        x, feed, memory = schedule.sort((x, feed, memory))
+        h0, c0 = schedule.sort_states(h0), schedule.sort_states(c0)  # layers x bsz x H
+        E = self.embed_tokens.embedding_dim
+        layer = self.layers[0]
+        # the embedding half of layer 0's gates for every step at once, packed: (sum of rows) x 4H
+        x_gates = F.linear(schedule.pack_batch_major(x), layer.weight_ih_l0[:, :E],
+                           layer.bias_ih_l0 + layer.bias_hh_l0).to(dtype)
+        engine = InputFeedingSteps(self, x_gates, h0, c0, feed, memory, schedule, step0, need_weights)
+        outputs = run_steps(engine)
+        out = schedule.unpack(outputs[0])  # bsz x tgtlen x H
+        attn = None
+        if need_weights and engine.attention is not None:
+            attn = torch.stack(engine.attention.weights, 1)  # bsz x tgtlen x srclen
+        if not engine.return_final:
             return out, None, None, None, attn
-        return out, torch.stack(hs), torch.stack(cs), feed, attn
-
-    def _gate_weights(self) -> Tuple[Tensor, List[Tensor], List[Tuple[Tensor, ...]]]:
-        """Layer 0's embedding weights (4H x E), each layer's b_ih + b_hh, and each layer's
-        weights for the gate product of the input-feeding loop (W_in is W_feed for layer 0).
-
-        With autograd on (training): ([W_in W_hh]^T,), fused ((in + H) x 4H, built per
-        call; the gradient flows back into the ``nn.LSTM`` parameters), for one GEMM per
-        layer and step. In inference: (W_in^T, W_hh^T), views of the parameters, for two
-        GEMMs per layer and step and no copy of the weights (at 4 x 1000 a copy would be
-        128 MB more than the model in beam search).
-        """
-        embed_dim = self.embed_tokens.embedding_dim
-        fuse = torch.is_grad_enabled()
-        emb_weight = self.layers[0].weight_ih_l0[:, :embed_dim]  # 4H x E
-        biases: List[Tensor] = []
-        rec_weights: List[Tuple[Tensor, ...]] = []
-        for i, layer in enumerate(self.layers):
-            w_in = layer.weight_ih_l0[:, embed_dim:] if i == 0 else layer.weight_ih_l0  # 4H x in
-            biases.append(layer.bias_ih_l0 + layer.bias_hh_l0)
-            if fuse:
-                rec_weights.append((torch.cat((w_in, layer.weight_hh_l0), 1).t(),))
-            else:
-                rec_weights.append((w_in.t(), layer.weight_hh_l0.t()))
-        return emb_weight, biases, rec_weights
+        return (out, *outputs[1:], attn)
 
     def _run_layerwise(self, x, h0, c0, memory, step0, need_weights):
         """Without input feeding each layer is one sequence LSTM; attention for all steps at once."""

@@ -24,7 +24,7 @@ same equations one step and one sentence at a time; ``tests/test_reference.py``
 checks this decoder against it (outputs and gradients; change the reference first)
 and ``tests/test_op_counts.py`` that the hoisted products stay out of the loop.
 """
-from typing import List, Optional
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -34,11 +34,13 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from .attention_scores import ConcatScore
-from .bahdanau_gru import GRU, gru_update
+from .bahdanau_gru import GRU
 from .luong_attention import GlobalAttention
 from .luong_init import Linear
 from .recurrent_decoder import RecurrentDecoder
+from .rnnsearch_loop import RNNsearchSteps
 from .row_schedule import RowSchedule
+from .step_loop import compute_dtype, run_steps
 
 
 def maxout(x: Tensor, pieces: int) -> Tensor:
@@ -105,37 +107,25 @@ class RNNsearchDecoder(RecurrentDecoder):
         return features, {"attn": [attn]}  # features: t_i, what W_o reads
 
     def _run(self, emb, s, memory, step0, need_weights, schedule: RowSchedule):
-        """The steps (module docstring), then the deep output on the rows that ran.
+        """The steps (module docstring) in ``rnnsearch_loop.py`` (forward and backward through
+        time, autograd off inside), then the deep output on the rows that ran.
 
-        Returns t_i (bsz x tgtlen x l), the last s_i (None when the schedule skipped
-        padded steps: it covers only the last step's rows) and the alignments."""
+        Returns t_i (bsz x tgtlen x l), the last s_i (None when the schedule skipped padded
+        steps: it covers only the last step's rows) and the alignments."""
+        dtype = compute_dtype(emb.device, self.gru.U.weight.dtype)
         E = emb.size(-1)
         emb, s, memory = schedule.sort((emb, s, memory))
-        steps = emb.transpose(0, 1)  # tgtlen x bsz x E
-        # the embedding half of the GRU's input products for every step at once
-        x_gates = schedule.per_step(F.linear(steps, self.gru.W.weight[:, :E], self.gru.W.bias))
-        W_ctx_t = self.gru.W.weight[:, E:].t()  # C x 3H: the context half, per step
-        U_zr_t, U_t = self.gru.recurrent_weights()
-        readout_states: List[Tensor] = []
-        contexts: List[Tensor] = []
-        attns: List[Tensor] = []
-        for t in schedule.steps():
-            s, memory = schedule.at_step(t, (s, memory))
-            c, a = self.attention(s.unsqueeze(1), memory, step0 + t, need_weights)  # from s_{i-1}
-            c = c.squeeze(1)  # rows x C
-            s_prev = s
-            s = gru_update(torch.addmm(x_gates[t], c, W_ctx_t), s, U_zr_t, U_t)  # s_i
-            readout_states.append(s if self.deep_output_from_current else s_prev)
-            contexts.append(c)
-            if a is not None:
-                attns.append(a)
+        emb = schedule.pack_batch_major(emb)  # (sum of rows) x E, step after step
+        # the embedding half of the GRU's input products for every step at once: (sum of rows) x 3H
+        x_gates = F.linear(emb, self.gru.W.weight[:, :E], self.gru.W.bias).to(dtype)
+        engine = RNNsearchSteps(self, x_gates, s, memory, schedule, step0, need_weights)
+        outputs = run_steps(engine)
+        readout_states, contexts = outputs[:2]
         # deep output with maxout on the packed rows: (sum of rows) x ...
-        t_tilde = (self.U_o(schedule.pack(readout_states))
-                   + self.V_o(schedule.pack(schedule.per_step(steps)))
-                   + self.C_o(schedule.pack(contexts)))
+        t_tilde = self.U_o(readout_states) + self.V_o(emb) + self.C_o(contexts)
         features = schedule.unpack(self.dropout_out(maxout(t_tilde, self.maxout_pieces)))
-        attn = torch.cat(attns, dim=1) if attns else None  # bsz x tgtlen x srclen
-        return features, (None if schedule.skips_padding else s), attn
+        attn = torch.stack(engine.attention.weights, 1) if need_weights else None  # bsz x tgtlen x srclen
+        return features, (outputs[2] if engine.return_final else None), attn
 
     def output_projection(self) -> Optional[nn.Linear]:
         """W_o (V x l) and its bias; None when tied to the target embeddings."""

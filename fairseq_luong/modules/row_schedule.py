@@ -67,6 +67,7 @@ class RowSchedule:
         self.bsz, self.tgtlen = bsz, tgtlen
         self.order: Optional[Tensor] = None  # schedule row -> original row
         self.active: List[int] = [bsz] * tgtlen  # rows running at step t (non-increasing)
+        self._indices = {}  # _index's, by batch_major
         if lengths is not None:
             self.order = lengths.argsort(descending=True, stable=True)  # bsz
             steps = torch.arange(tgtlen, device=lengths.device)
@@ -111,6 +112,57 @@ class RowSchedule:
             return state
         rows = self.active[t]
         return map_batch(lambda x: x[:rows], state)
+
+    @property
+    def full(self) -> bool:
+        """Whether every row runs every step (then packed tensors are step-major views)."""
+        return self.order is None
+
+    @property
+    def total_rows(self) -> int:
+        """The rows of all steps together: a packed tensor's first dimension."""
+        return sum(self.active)
+
+    def _index(self, batch_major: bool) -> Tensor:
+        """For each packed row (step t, row r < rows(t)), its row in a step-major (t * bsz + r)
+        or batch-major (r * tgtlen + t) flattening. Made on the device, no read-back; once."""
+        if batch_major in self._indices:
+            return self._indices[batch_major]
+        device = self.order.device
+        rows = torch.tensor(self.active, device=device)
+        step = torch.repeat_interleave(torch.arange(self.tgtlen, device=device), rows,
+                                       output_size=self.total_rows)  # packed -> t
+        first = torch.cumsum(rows, 0) - rows  # tgtlen: each step's first packed row
+        row = torch.arange(self.total_rows, device=device) - first[step]  # packed -> r
+        index = row * self.tgtlen + step if batch_major else step * self.bsz + row
+        self._indices[batch_major] = index
+        return index
+
+    def sort_states(self, states: Tensor) -> Tensor:
+        """Recurrent states layers x bsz x ... with their rows in schedule order."""
+        return states if self.order is None else states.index_select(1, self.order)
+
+    def pack_batch_major(self, x: Tensor) -> Tensor:
+        """Batch-first inputs (bsz x tgtlen x ..., rows in schedule order) -> packed (one copy)."""
+        if self.full:  # -> tgtlen*bsz x ..., step-major
+            return x.transpose(0, 1).reshape((self.tgtlen * self.bsz,) + x.shape[2:])
+        flat = x.reshape((self.bsz * self.tgtlen,) + x.shape[2:])  # bsz*tgtlen x ...
+        return flat.index_select(0, self._index(batch_major=True))
+
+    def pack_steps(self, steps: Tensor) -> Tensor:
+        """Step-major inputs (tgtlen x bsz x ..., rows in schedule order) -> packed: the rows
+        that run at each step, step after step ((sum of rows(t)) x ...)."""
+        flat = steps.reshape((self.tgtlen * self.bsz,) + steps.shape[2:])  # tgtlen*bsz x ...
+        return flat if self.full else flat.index_select(0, self._index(batch_major=False))
+
+    def unpack_sorted(self, packed: Tensor) -> Tensor:
+        """A packed tensor -> bsz x tgtlen x ... in SCHEDULE row order (what a step loop's
+        memory is sorted in), zeros on the skipped steps."""
+        rest = packed.shape[1:]
+        if self.full:  # tgtlen*bsz x ... -> bsz x tgtlen x ...
+            return packed.view((self.tgtlen, self.bsz) + rest).transpose(0, 1)
+        out = packed.new_zeros((self.bsz * self.tgtlen,) + rest)
+        return out.index_copy_(0, self._index(batch_major=True), packed).view((self.bsz, self.tgtlen) + rest)
 
     def pack(self, outputs: List[Tensor]) -> Tensor:
         """The steps' outputs (step t: rows(t) x ...) as one tensor, step-major:

@@ -1,0 +1,169 @@
+"""The pieces of the recurrent step loops, each as a forward and its backward, without autograd.
+
+The input-feeding loop (``input_feeding_loop.py``) and RNNsearch's loop (``rnnsearch_loop.py``)
+run their steps with autograd off and walk them back in their own ``torch.autograd.Function``
+(``step_loop.py``): every piece here computes one step's values and keeps only what its
+backward reads; the backward turns the gradient of its outputs into the gradient of its inputs.
+Weight gradients are not formed here: the loops collect the inputs and output gradients of each
+product over the steps and form them after the loop, one matrix product a weight.
+
+Each piece gives the numbers of the autograd operations it replaces (the reference decoders in
+``tests/reference_decoders.py`` are the specification; ``tests/test_step_loops.py`` checks the
+pieces against autograd and by ``gradcheck``). Where a step is small every operation's fixed cost
+(several microseconds on a CPU, a launch on a GPU) is its price, so each piece is written in as
+few operations as it can be.
+"""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+aten = torch.ops.aten
+_tanh_backward = aten.tanh_backward.default
+_tanh_backward_ = aten.tanh_backward.grad_input
+_sigmoid_backward_ = aten.sigmoid_backward.grad_input
+
+# ----------------------------------------------------------------- dropout
+
+
+def dropout_forward(x: Tensor, p: float) -> Tuple[Tensor, Optional[Tensor]]:
+    """``F.dropout(x, p, training=True)`` and what its backward reads (None when p = 0): the
+    same operations as ``F.dropout`` on each device, so the same numbers from the same generator
+    (one Bernoulli draw per element of x in memory order: the reference decoders' masks). On the
+    CPU the scaled mask (``at::dropout``), on CUDA the fused kernel's mask (``native_dropout``)."""
+    if p <= 0:
+        return x, None
+    if x.is_cuda:
+        return torch.native_dropout(x, p, True)
+    noise = torch.empty_like(x).bernoulli_(1 - p).div_(1 - p)
+    return x * noise, noise
+
+
+def dropout_backward(grad: Tensor, mask: Optional[Tensor], p: float) -> Tensor:
+    if mask is None:
+        return grad
+    if mask.dtype == torch.bool:  # CUDA's fused kernel
+        return aten.native_dropout_backward(grad, mask, 1.0 / (1.0 - p))
+    return grad * mask
+
+
+# ----------------------------------------------------------------- softmax
+
+# On the CPU, softmax over a last dimension shorter than a vector register (16 floats with
+# AVX-512) takes a scalar path, several times slower than over the first dimension (measured:
+# 76 against 19 us at 317 x 13); such scores are normalised transposed.
+_SHORT_ROWS = 16
+
+
+def softmax_forward(scores: Tensor) -> Tensor:
+    """softmax over the last dim in float32 or wider (``masked_softmax`` of ``luong_attention.py``;
+    the mask is already in the scores as -inf). Returns the float32 (or wider) probabilities."""
+    wide = torch.promote_types(scores.dtype, torch.float32)
+    if scores.is_cuda or scores.size(-1) >= _SHORT_ROWS or scores.dim() != 2:
+        return torch.softmax(scores, -1, dtype=wide)
+    return torch.softmax(scores.t(), 0, dtype=wide).t()
+
+
+def softmax_backward(grad: Tensor, probs: Tensor) -> Tensor:
+    """The scores' gradient (in the gradient's dtype) from the probabilities' (probs: float32)."""
+    if probs.is_contiguous():
+        wide = torch._softmax_backward_data(grad.to(probs.dtype), probs, -1, probs.dtype)
+    else:  # transposed: softmax_forward's short rows
+        wide = torch._softmax_backward_data(grad.to(probs.dtype).t(), probs.t(), 0, probs.dtype).t()
+    return wide.to(grad.dtype)
+
+
+# ----------------------------------------------------------------- products of each row with its own memory
+
+# ATen multiplies batches of matrices smaller than this (rows x cols x contraction) in a scalar
+# loop on the CPU (``bmm_out_or_baddbmm_``): a weighted sum over 13 slots of 16 numbers took
+# 120 us for 320 rows there, 28 us as a product and a sum.
+_SMALL_PRODUCT = 400
+
+
+def weighted_rows(weights: Tensor, rows: Tensor) -> Tensor:
+    """For each batch row b, sum_s weights[b, s] rows[b, s]: weights bsz x N, rows bsz x N x C
+    -> bsz x C (the context c_t = sum_s a_t(s) h̄_s, and the query's gradient through a score)."""
+    if rows.is_cuda or rows.size(1) * rows.size(2) >= _SMALL_PRODUCT:
+        # bsz x 1 x N @ bsz x N x C -> bsz x C
+        return torch.bmm(weights.unsqueeze(1), rows).squeeze(1)
+    return (weights.unsqueeze(2) * rows).sum(1)
+
+
+def dot_rows(vectors: Tensor, rows: Tensor) -> Tensor:
+    """For each batch row b, rows[b] @ vectors[b]: vectors bsz x C, rows bsz x N x C -> bsz x N."""
+    # bsz x 1 x C @ bsz x C x N -> bsz x N
+    return torch.bmm(vectors.unsqueeze(1), rows.transpose(1, 2)).squeeze(1)
+
+
+# ----------------------------------------------------------------- the LSTM cell
+
+
+def fused_cell_here(pre: Tensor) -> bool:
+    """Whether the cell runs in PyTorch's fused LSTM kernels (``aten::_thnn_fused_lstm_cell``
+    and its backward): on CUDA, where they exist; elsewhere :func:`eager_lstm_cell`."""
+    return pre.is_cuda
+
+
+def lstm_cell(pre: Tensor, c_prev: Tensor, zeros: Optional[Tensor] = None):
+    """The LSTM cell (Zaremba et al. 2015, as used by Luong et al. 2015, section 2) on the gate
+    pre-activations ``pre`` (rows x 4H, PyTorch's gate order i, f, g, o), c_prev rows x H:
+
+      c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g);  h_t = sigmoid(o) * tanh(c_t)
+
+    Returns h_t, c_t and what :func:`lstm_cell_backward` reads. On CUDA one fused kernel (it adds
+    two gate tensors: ``zeros``, rows x 4H, is the second, made here if not given)."""
+    if fused_cell_here(pre):
+        h, c, workspace = aten._thnn_fused_lstm_cell(pre, torch.zeros_like(pre) if zeros is None else zeros, c_prev)
+        return h, c, (workspace, c_prev, c)
+    return eager_lstm_cell(pre, c_prev)
+
+
+def eager_lstm_cell(pre: Tensor, c_prev: Tensor):
+    """:func:`lstm_cell` in elementwise operations. The gates are first copied gate-major
+    (4 x rows x H, one copy): every later operation reads contiguous memory; on the strided
+    quarters of rows x 4H each would cost several times as much on the CPU (measured: 40 us
+    against 7 us for a sigmoid at 256 x 16)."""
+    rows, four_h = pre.shape
+    gates = pre.view(rows, 4, four_h // 4).transpose(0, 1).contiguous()  # 4 x rows x H: i, f, g, o
+    i, f, g, o = gates
+    gates[:2].sigmoid_()
+    g.tanh_()
+    o.sigmoid_()
+    c = f * c_prev
+    c.addcmul_(i, g)
+    tanh_c = torch.tanh(c)
+    return o * tanh_c, c, (gates, i, f, g, o, c_prev, tanh_c)
+
+
+def lstm_cell_backward(dh: Tensor, dc: Optional[Tensor], saved, scratch: Optional[Tensor] = None):
+    """The gradients of the gate pre-activations (rows x 4H, i f g o) and of c_{t-1} from those
+    of h_t and c_t (``dc`` None: nothing but h_t read c_t). ``scratch``: a 4 x rows x H buffer
+    the eager backward may use (its contents are not kept)."""
+    if len(saved) == 3:  # the fused kernel's
+        workspace, c_prev, c = saved
+        d_pre, dc_prev, _ = aten._thnn_fused_lstm_cell_backward_impl(dh, dc, c_prev, c, workspace, False)
+        return d_pre, dc_prev
+    return eager_lstm_cell_backward(dh, dc, saved, scratch)
+
+
+def eager_lstm_cell_backward(dh: Tensor, dc: Optional[Tensor], saved, scratch: Optional[Tensor] = None):
+    """:func:`lstm_cell_backward` in elementwise operations on the gate-major saved gates."""
+    gates, i, f, g, o, c_prev, tanh_c = saved
+    d_c = _tanh_backward(dh * o, tanh_c)  # through h_t = o * tanh(c_t)
+    if dc is not None:
+        d_c += dc
+    d_gates = torch.empty_like(gates) if scratch is None else scratch  # 4 x rows x H
+    di, df, dg, do = d_gates
+    torch.mul(d_c, g, out=di)
+    torch.mul(d_c, c_prev, out=df)
+    torch.mul(d_c, i, out=dg)
+    torch.mul(dh, tanh_c, out=do)
+    # through the activations, in place: sigmoid for i, f (one block) and o, tanh for g
+    d_if = d_gates[:2]
+    _sigmoid_backward_(d_if, gates[:2], grad_input=d_if)
+    _tanh_backward_(dg, g, grad_input=dg)
+    _sigmoid_backward_(do, o, grad_input=do)
+    rows, H = dh.shape
+    d_pre = d_gates.transpose(0, 1).reshape(rows, 4 * H)  # 4 x rows x H -> rows x 4H (one copy)
+    return d_pre, d_c.mul_(f)
