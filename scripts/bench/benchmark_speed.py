@@ -18,16 +18,12 @@ In ONE run and alternating the systems, for each model size and precision:
 for fairseq ``lstm`` (the reference: Luong global-general attention with input
 feeding), ``luong_global_general`` (same sizes), the same without input feeding and
 ``luong_localp``, ``rnnsearch`` (one bidirectional GRU layer; its ratio is to fairseq's
-``lstm`` with one bidirectional encoder layer and one decoder layer, ``lstm_bi1``), and,
-on the CPU, upper bounds from ``speed_bounds.py`` (``bound_feed``: a training
-step or beam step costing only the encoder, the output layer, the search and the GEMMs
-the recurrence forces; ``bound_no_feed``: the same training without input feeding;
-``bound_free_decoder``: beam search with a decoder that costs nothing; float32 only):
-their ratio is the most any implementation could reach here. Each measurement runs in a fresh process
-(so peak memory is per system); the table shows medians of ``--repeats`` alternating
-repetitions, each system's ratio to ``lstm`` of the same size and precision, and the
-achieved fraction of the device's matrix-multiply peak in that precision (a large GEMM
-measured here; model FLOPs counted analytically per target token, training = 3 x forward).
+``lstm`` with one bidirectional encoder layer and one decoder layer, ``lstm_bi1``). Each
+measurement runs in a fresh process (so peak memory is per system); the table shows medians
+of ``--repeats`` alternating repetitions, each system's ratio to ``lstm`` of the same size
+and precision, and the achieved fraction of the device's matrix-multiply peak in that
+precision (a large GEMM measured here; model FLOPs counted analytically per target token,
+training = 3 x forward).
 
 Data (``--shape``):
   multi30k  Multi30k En-De (``--data``), SentencePiece 8K joint vocabulary, shared
@@ -41,13 +37,14 @@ read after ``torch.cuda.synchronize()``, peak memory is ``torch.cuda.max_memory_
 and the GPU is named in the table. ``--busy`` (on by default on CUDA) adds the share of
 wall time the device is busy, from a ``torch.profiler`` trace of ``--busy-steps`` extra
 updates and one extra beam batch: on CUDA the time kernels run, on the CPU the time
-inside torch operators (``bench_device.py``). The bounds are CPU-only.
+inside torch operators (``bench_device.py``).
 
 Usage: python scripts/bench/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
        [--device cuda] [--precisions float32 fp16 bf16] [--shape paper] [--busy]
        [--before PATH]   # also each of our systems from the checkout at PATH, as NAME@before
 This takes long (13 min on the project's 2 CPU cores for docs/speed.md's first command,
-55 min with every system); it is a benchmark, not a test.
+55 min with every system and the upper bounds it had until 9944ee3); it is a benchmark,
+not a test.
 """
 import argparse
 import json
@@ -76,17 +73,8 @@ SYSTEMS = {
     # a one-layer bidirectional encoder, one decoder layer, attention and input feeding
     "lstm_bi1": ("lstm", ["--decoder-attention", "1", "--encoder-bidirectional"], FAIRSEQ_LOSS),
     "rnnsearch": ("rnnsearch", [], FUSED_LOSS),
-    # upper bounds (scripts/bench/speed_bounds.py): training = the encoder + only the GEMMs the
-    # recurrence forces, with / without input feeding; translation = beam search with a
-    # decoder that costs nothing
-    "bound_feed": ("luong_global_general", [], None),
-    "bound_no_feed": ("luong_global_general", ["--no-input-feed"], None),
-    "bound_free_decoder": ("luong_global_general", [], None),  # translation only
 }
-# what a bound row's beam search keeps of the decoder: the forced GEMMs, or nothing
-BOUNDS = {"bound_feed": "gemms", "bound_no_feed": "gemms", "bound_free_decoder": "free"}
-TRAIN_ONLY = {"luong_global_general+fairseq_loss", "bound_no_feed"}  # same translation as another
-GEN_ONLY = {"bound_free_decoder"}
+TRAIN_ONLY = {"luong_global_general+fairseq_loss"}  # same translation as another
 
 
 ONE_LAYER = {"lstm_bi1", "rnnsearch"}  # systems that run with one layer whatever the size's
@@ -288,17 +276,11 @@ def warm_trainer(cfg, task, model, criterion, warmup):
 def worker_train(spec):
     """Target tokens/s of fairseq's Trainer.train_step over ``updates`` batches after WARMUP."""
     clock = DeviceClock(spec["device"])
-    cfg, task, model = load(spec, spec["criterion"] or FUSED_LOSS)
+    cfg, task, model = load(spec, spec["criterion"])
     criterion = task.build_criterion(cfg.criterion)
     n, n_busy = spec["updates"], spec["busy_steps"]
     samples = batches(task, spec, "train", train_batches(n, n_busy))
     timed, profiled = samples[WARMUP:WARMUP + n], samples[WARMUP + n:]
-    if spec["bound"]:  # the CPU only (main refuses bounds on CUDA)
-        from speed_bounds import train_gemm_bound
-
-        model.train()
-        return {"tokens_per_s": train_gemm_bound(model, timed, model.decoder.input_feed),
-                "peak_mb": clock.peak_mb()}
     trainer = warm_trainer(cfg, task, model, criterion, samples[:WARMUP])
     t0 = clock.now()
     for sample in timed:
@@ -319,10 +301,6 @@ def worker_generate(spec):
 
     clock = DeviceClock(spec["device"])
     _, task, model = load(spec)
-    if spec["bound"]:  # the CPU only
-        from speed_bounds import generate_search_bound
-
-        model = generate_search_bound(model, decoder_gemms=spec["bound"] == "gemms")
     if spec["precision"] != "float32":  # fairseq-generate halves models for --fp16, the plugin
         model.to(DTYPES[spec["precision"]])  # converts them to bfloat16 for --bf16
     model.to(spec["device"])
@@ -408,7 +386,7 @@ def run_worker(kind, bin_dir, name, layers, hidden, opts):
     opts = dict(opts)
     before = opts.pop("before", None)
     spec = {"kind": kind, "bin": bin_dir, "arch": arch, "criterion": criterion,
-            "bound": BOUNDS.get(name, False), "repo": before if "@" in name else REPO,
+            "repo": before if "@" in name else REPO,
             "flags": extra + size_flags(base_name(name), layers, hidden), **opts}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)],
                           capture_output=True, text=True,
@@ -441,8 +419,8 @@ def parse(argv):
     parser.add_argument("--precisions", nargs="+", choices=list(DTYPES), default=["float32"],
                         help="fairseq's float32, --fp16, --bf16: each a block of the table")
     parser.add_argument("--sizes", nargs="+", help="LAYERSxHIDDEN (default: the shape's)")
-    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS),
-                        help="default: all (without the CPU-only bounds on CUDA)")
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS),
+                        help="default: all")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--updates", type=int, nargs="+", default=[12, 4],
                         help=f"timed training updates per size (after {WARMUP} warm-up updates)")
@@ -458,7 +436,7 @@ def parse(argv):
                         "on the CPU); smaller is quicker and gives a lower peak")
     parser.add_argument("--skip-train", action="store_true", help="translation columns only")
     parser.add_argument("--before", metavar="PATH",
-                        help="also run each of our (non-bound) systems from the fairseq_luong checkout "
+                        help="also run each of our systems from the fairseq_luong checkout "
                         "at PATH (e.g. a git worktree of the commit before a change) as NAME@before, "
                         "alternated with the others in the same run")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -467,11 +445,6 @@ def parse(argv):
         return args
     import torch
 
-    if args.systems is None:
-        args.systems = [n for n in SYSTEMS if args.device == "cpu" or n not in BOUNDS]
-    elif args.device == "cuda" and set(args.systems) & set(BOUNDS):
-        parser.error(f"--systems {' '.join(sorted(set(args.systems) & set(BOUNDS)))}: the bounds time this "
-                     "machine's CPU kernels (speed_bounds.py); run them with --device cpu")
     # every ratio is against its reference in the same run: refused now, not after the measurements
     missing = sorted({REFERENCE.get(n, "lstm") for n in args.systems} - set(args.systems))
     if missing:
@@ -492,15 +465,14 @@ def parse(argv):
         if not os.path.isdir(os.path.join(args.before, "fairseq_luong")):
             parser.error(f"--before {args.before}: no fairseq_luong/ there")
         args.systems = [x for n in args.systems
-                        for x in ([n, n + "@before"] if n not in BOUNDS
-                                  and has_arch(args.before, SYSTEMS[n][0]) else [n])]
+                        for x in ([n, n + "@before"] if has_arch(args.before, SYSTEMS[n][0]) else [n])]
     return args
 
 
 def before_name(path):
-    """What the ``NAME@before`` rows run: PATH and its COMMIT file (``git rev-parse --short`` of
-    the checkout archived there, with the plugin variant's name: plugin_variants.py), else the
-    commit of the checkout at PATH."""
+    """What the ``NAME@before`` rows run: PATH and its COMMIT file (a copy without .git, such as
+    ``git archive`` of an older commit carried to a GPU machine, says there which commit it is),
+    else the commit of the checkout at PATH."""
     marker = os.path.join(path, "COMMIT")
     if os.path.isfile(marker):
         with open(marker, encoding="utf-8") as f:
@@ -545,13 +517,11 @@ def main(argv=None):
         for precision in args.precisions:
             common = {"threads": args.threads, "before": args.before, "device": args.device,
                       "precision": precision, "shape": args.shape, "busy_steps": args.busy_steps}
-            # the bounds are float32 (speed_bounds.py times this machine's float32 kernels)
-            systems = [n for n in args.systems if precision == "float32" or n not in BOUNDS]
-            train = {n: [] for n in systems}
-            gen = {n: [] for n in systems}
+            train = {n: [] for n in args.systems}
+            gen = {n: [] for n in args.systems}
             for _ in range(args.repeats):
-                for name in systems:  # alternate the systems
-                    if not args.skip_train and base_name(name) not in GEN_ONLY:
+                for name in args.systems:  # alternate the systems
+                    if not args.skip_train:
                         train[name].append(run_worker("train", bin_dir, name, layers, hidden,
                                                       {"updates": updates, **common}))
                     if base_name(name) not in TRAIN_ONLY:
@@ -560,7 +530,7 @@ def main(argv=None):
                                                      "gen_batch": args.gen_batch, **common}))
             again = gemm_peak(clock, DTYPES[precision], args.threads, args.gemm_size)
             peaks[precision] = again and max(peaks[precision], again)
-            for name in systems:
+            for name in args.systems:
                 print(f"| {size} | {precision} | {name} | "
                       + row_cells(name, train, gen, busy, layers, hidden, vocab, src_per_tgt, src_len,
                                   peaks[precision]) + " |", flush=True)
@@ -589,11 +559,9 @@ def row_cells(name, train, gen, busy, layers, hidden, vocab, src_per_tgt, src_le
     if train[name]:
         tps = med(train[name], "tokens_per_s")
         flops = flops_per_target_token(base_name(name), layers, hidden, vocab, src_per_tgt, src_len)
-        bound = name in BOUNDS
         training = [f"{tps:.0f}", f"{tps / med(train[ref], 'tokens_per_s'):.2f}",
                     spread(train[name], "tokens_per_s", train[ref]), f"{med(train[name], 'peak_mb'):.0f}",
-                    f"{100 * tps * 3 * flops / 1e9 / peak:.0f}%" if flops and peak else "-"] + \
-            (["-"] if busy and bound else busy_cell(train[name]))
+                    f"{100 * tps * 3 * flops / 1e9 / peak:.0f}%" if flops and peak else "-"] + busy_cell(train[name])
     else:
         training = ["-"] + [""] * (4 + busy)
     if gen[name]:
@@ -603,7 +571,7 @@ def row_cells(name, train, gen, busy, layers, hidden, vocab, src_per_tgt, src_le
             busy_cell(gen[name])
     else:
         generation = ["(same model)"] + [""] * (3 + busy)
-    loss = "(bound)" if name in BOUNDS else {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[base_name(name)][2]]
+    loss = {FUSED_LOSS: "fused", FAIRSEQ_LOSS: "fairseq"}[SYSTEMS[base_name(name)][2]]
     return " | ".join([loss] + training + generation)
 
 

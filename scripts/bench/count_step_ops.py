@@ -26,12 +26,12 @@ import sys
 from collections import Counter
 
 import torch
-from benchmark_speed import BOUNDS, ONE_LAYER, REPO, SYSTEMS, TRAIN_ONLY, size_flags
+from benchmark_speed import ONE_LAYER, REPO, SYSTEMS, TRAIN_ONLY, size_flags
 from torch.utils._python_dispatch import TorchDispatchMode
 
 USER_DIR = os.path.join(REPO, "fairseq_luong")
-# benchmark_speed.py's systems that are models of their own (not bounds, not a criterion variant)
-MODELS = [name for name in SYSTEMS if name not in BOUNDS and name not in TRAIN_ONLY]
+# benchmark_speed.py's systems that are models of their own (not a criterion variant)
+MODELS = [name for name in SYSTEMS if name not in TRAIN_ONLY]
 
 
 class CountOps(TorchDispatchMode):
