@@ -380,23 +380,6 @@ def fused_lstm_cell_backward_on_the_cpu(grad_hy, grad_cy, cx, cy, workspace, has
     return grad_gates, gc * f, grad_gates.sum(0) if has_bias else None
 
 
-def assert_same_layer_step(reference, candidate, rows=3, n=5, H=4):
-    """``candidate`` gives ``reference``'s h, c and gradients (of the gates, below, h, c and the fused
-    weight) for both kinds of gates a layer step takes: the first layer's hoisted gates (rows x 4H)
-    and a layer's bias (4H), with one fused [W_in W_hh]^T weight ((n + H) x 4H)."""
-    torch.manual_seed(0)
-    W = torch.randn(n + H, 4 * H, requires_grad=True)
-    below, h, c = (torch.randn(rows, k, requires_grad=True) for k in (n, H, H))
-    for gates in (torch.randn(4 * H, requires_grad=True), torch.randn(rows, 4 * H, requires_grad=True)):
-        leaves = [gates, below, h, c, W]
-        results = []
-        for step in (reference, candidate):
-            out_h, out_c = step(gates, below, h, c, (W,))
-            results.append([out_h, out_c, *torch.autograd.grad((out_h * 1.5 + out_c).sum(), leaves)])
-        for x, y in zip(*results):
-            torch.testing.assert_close(x, y)
-
-
 def load_bench(name):
     """A script of scripts/bench as its own folder first on the path has it (the scripts it imports
     too: bench_device, benchmark_speed)."""
