@@ -3,7 +3,7 @@ what a GPU session runs cannot rot on a machine without one: the clock waits for
 peak memory and the device's name come from CUDA there, the busy share is read from a
 profiler trace, Luong et al.'s shape is written as it says, and the benchmark runs end to end
 on the CPU in float32 and float16; the other scripts of scripts/bench give their tables
-(profile_step.py, benchmark_attention.py, count_step_ops.py). No timing is asserted."""
+(benchmark_attention.py, count_step_ops.py). No timing is asserted."""
 import os
 import subprocess
 import sys
@@ -152,19 +152,6 @@ def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_share
     assert rows[0]["% GEMM peak"].endswith("%") and rows[-1]["% GEMM peak"] == "-"  # no float16 CPU peak
     # the peak of --gemm-size's products (512: 0.02 s; the CPU default 4096 takes 13 s in float32)
     assert lines[-1].startswith("# GEMM peak of 512 x 512 products, best seen (GFLOP/s): float32 ")
-    # profile_step.py on the data the benchmark binarized: where a step's self CPU time goes
-    (paper_bin,) = tmp_path.glob("paper_v300_*")
-    proc = script("profile_step", "--system", "luong_global_general", "--size", "1x16", "--shape", "paper",
-                  "--updates", 1, "--top", 3, "--threads", 1, "--bin", paper_bin)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout.splitlines()
-    assert out[0].startswith("# luong_global_general 1x16, 1 steps, ") and " s self CPU time" in out[0]
-    assert ", 1 threads, " in out[0]
-    groups = {c[0]: float(c[2].rstrip("%")) for c in (line.strip("| ").split(" | ") for line in out[3:6])}
-    assert set(groups) == {"matrix products", "sequence LSTM kernel (oneDNN)", "everything else"}
-    assert groups["matrix products"] > 0 and abs(sum(groups.values()) - 100) <= 2
-    top = out[out.index("| top operator (self CPU) | s | share | calls |") + 2:]
-    assert len(top) == 3 and all(int(line.strip(" |").split(" | ")[-1]) > 0 for line in top)
 
 
 def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
@@ -189,17 +176,6 @@ def test_the_speed_benchmark_refuses_what_it_cannot_run_in_one_line(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_profile_step_refuses_a_size_or_missing_data_in_one_line(tmp_path):
-    proc = script("profile_step", "--size", "16", "--work", tmp_path)
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
-        "--size 16: LAYERSxHIDDEN, e.g. 2x256")
-    proc = script("profile_step", "--size", "1x16", "--work", tmp_path)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == (f"error: {tmp_path / 'bin'} not found: run "
-                                                    "scripts/bench/benchmark_speed.py once first, or give its "
-                                                    "data with --bin")
-
-
 def multi30k_slice(tmp_path):
     """The first 300 / 20 / 20 pairs of Multi30k's train / valid / test in tmp_path/data."""
     source = SHARED_DATA / "multi30k_en_de"
@@ -215,9 +191,8 @@ def multi30k_slice(tmp_path):
 
 
 def test_a_small_multi30k_slice_is_prepared_with_the_pieces_it_holds(tmp_path):
-    """benchmark_speed.py's (and benchmark_init.py's, profile_step.py's) Multi30k data from a
-    corpus too small for 8,000 pieces: SentencePiece keeps what it holds (it refused with a
-    traceback from its C++ trainer)."""
+    """benchmark_speed.py's Multi30k data (--shape multi30k) from a corpus too small for 8,000
+    pieces: SentencePiece keeps what it holds (it refused with a traceback from its C++ trainer)."""
     data = multi30k_slice(tmp_path)
     bin_dir = load_bench("benchmark_speed").prepare_data(str(data), str(tmp_path / "work"))
     pieces = len((tmp_path / "work" / "bin" / "dict.en.txt").read_text(encoding="utf-8").splitlines())
@@ -284,32 +259,6 @@ def test_the_perspe_benchmark_drives_the_recipe_with_options_the_recipe_takes(tm
     real = subprocess.run(["bash", str(REPO / "examples" / "perspe" / "run.sh"), *flags, "--help"],
                           capture_output=True, text=True)
     assert real.returncode == 0, real.stderr
-
-
-@pytest.mark.full
-def test_the_init_benchmark_trains_each_system_beside_lstm_and_tables_their_ratio(tmp_path, capsys):
-    """benchmark_init.py end to end on a Multi30k slice (one epoch of 1 x 16; PyTorch's
-    initialisation, whose perplexity differs from lstm's after so little): fairseq's lstm is
-    trained first, each row's ratio is the system's validation perplexity over lstm's, and
-    --reuse-logs makes the same table from the logs without training."""
-    from fairseq_luong.analysis.training_log import read_training_log
-
-    data = multi30k_slice(tmp_path)
-    init = load_bench("benchmark_init")
-    work = tmp_path / "work"
-    args = ["--data", str(data), "--work", str(work), "--epochs", "1", "--layers", "1", "--hidden", "16",
-            "--systems", "luong_global_general+pytorch_init", "--png", str(tmp_path / "curves.png")]
-    init.main(args)
-    table = capsys.readouterr().out
-    ppl = {name: read_training_log(str(work / f"train_{name}_1x16_1ep.log")).valid["valid"][0].stats["ppl"]
-           for name in ("lstm", "luong_global_general+pytorch_init")}
-    ratio = ppl["luong_global_general+pytorch_init"] / ppl["lstm"]  # 0.99 (1634 / 1655 on an AMD EPYC)
-    assert f"{ratio:.2f}" != f"{1 / ratio:.2f}"  # the table's ratio can be told from its inverse
-    assert f"| 1 | {ppl['lstm']:.1f} | {ppl['luong_global_general+pytorch_init']:.1f} | {ratio:.2f} |" in table
-    assert (tmp_path / "curves.png").stat().st_size > 0
-    logs = {p: p.stat().st_mtime_ns for p in work.glob("train_*.log")}
-    init.main(args + ["--reuse-logs"])
-    assert capsys.readouterr().out == table and {p: p.stat().st_mtime_ns for p in logs} == logs
 
 
 def test_the_speed_tables_header_says_what_the_before_rows_run(tmp_path):
