@@ -54,8 +54,8 @@ def test_beam_search_with_a_model_twice_equals_the_model():
             assert torch.allclose(x[0]["positional_scores"], y[0]["positional_scores"], atol=1e-5)
 
 
-def test_benchmark_ensemble_prints_each_member_and_both_ensembles(diagonal_model, tmp_path, capsys):
-    """scripts/bench/benchmark_ensemble.py end to end on a checkpoint given twice: a row per
+def test_compare_ensembles_prints_each_member_and_both_ensembles(diagonal_model, tmp_path, capsys):
+    """scripts/eval/compare_ensembles.py end to end on a checkpoint given twice: a row per
     member and per ensemble, every row the member's translation (an ensemble of one model
     twice is that model); a reference of another length is refused in one line."""
     import importlib.util
@@ -65,8 +65,8 @@ def test_benchmark_ensemble_prints_each_member_and_both_ensembles(diagonal_model
 
     from tests.helpers import REPO
 
-    spec = importlib.util.spec_from_file_location("benchmark_ensemble",
-                                                  REPO / "scripts" / "bench" / "benchmark_ensemble.py")
+    spec = importlib.util.spec_from_file_location("compare_ensembles",
+                                                  REPO / "scripts" / "eval" / "compare_ensembles.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     paths = []

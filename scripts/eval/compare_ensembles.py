@@ -9,7 +9,7 @@ p = softmax(1/M sum_m z_m)), and prints BLEU, the difference to fairseq's ensemb
 many translations differ from it, and the time taken.
 
 Example:
-  python scripts/bench/benchmark_ensemble.py data-raw --dataset-impl raw \\
+  python scripts/eval/compare_ensembles.py data-raw --dataset-impl raw \\
       --path ck_a/checkpoint_best.pt:ck_b/checkpoint_best.pt --reference test.de --lowercase
 """
 import argparse
