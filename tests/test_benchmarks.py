@@ -233,34 +233,6 @@ def test_operations_per_decoder_step_are_counted_where_the_step_adds_them(capsys
     assert feed[1] > no_feed[1] > 0 and feed[3] > 0
 
 
-def test_the_perspe_benchmark_drives_the_recipe_with_options_the_recipe_takes(tmp_path, monkeypatch, capsys):
-    """benchmark_perspe.py: prepare once, then train and evaluate each system with its
-    options, then the table of all; every option it gives is one examples/perspe/run.sh
-    accepts (replayed to the real run.sh with --help: an unknown one exits 2)."""
-    bench_perspe = load_bench("benchmark_perspe")
-    calls = tmp_path / "calls"
-    stand_in = tmp_path / "run.sh"
-    stand_in.write_text(f'printf "%s\\t" "$@" >> {calls}; echo >> {calls}\n')
-    monkeypatch.setattr(bench_perspe, "RUN", stand_in)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "train.ja").write_text("")
-    bench_perspe.main(["--data", str(data), "--work", str(tmp_path / "work"), "--seeds", "1,2", "--max-update", "7",
-                       "--lock", ""])
-    runs = [line.rstrip("\t").split("\t") for line in calls.read_text().splitlines()]
-    flags = runs[0][:-1]
-    assert all(r[:len(flags)] == flags for r in runs)
-    assert dict(zip(flags[::2], flags[1::2]))["--seeds"] == "1 2"
-    spe, perspe = (bench_perspe.SYSTEMS[n] for n in ("spe/spe", "spe/perspe"))
-    assert [r[len(flags):] for r in runs] == [["prepare"], ["train", "spe_spe", "--", *spe], ["eval", "spe_spe"],
-                                              ["train", "spe_perspe", "--", *perspe], ["eval", "spe_perspe"],
-                                              ["table", "spe_spe", "spe_perspe"]]
-    assert "7 updates, beam 5" in capsys.readouterr().out
-    real = subprocess.run(["bash", str(REPO / "examples" / "perspe" / "run.sh"), *flags, "--help"],
-                          capture_output=True, text=True)
-    assert real.returncode == 0, real.stderr
-
-
 def test_the_speed_tables_header_says_what_the_before_rows_run(tmp_path):
     """The NAME@before rows are another checkout, or a copy without .git (a ``git archive`` carried
     to a GPU machine): the header names the path and what the copy's COMMIT file says, else the
