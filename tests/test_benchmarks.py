@@ -1,9 +1,10 @@
-"""The speed benchmark's plumbing (scripts/bench/benchmark_speed.py, bench_device.py), so that
-what a GPU session runs cannot rot on a machine without one: the clock waits for the device,
-peak memory and the device's name come from CUDA there, the busy share is read from a
-profiler trace, Luong et al.'s shape is written as it says, and the benchmark runs end to end
-on the CPU in float32 and float16; the other scripts of scripts/bench give their tables
-(benchmark_attention.py, count_step_ops.py). No timing is asserted."""
+"""The benchmarks of scripts/bench: the speed table against fairseq's lstm (benchmark_speed.py,
+with bench_device.py) and the op counts (count_step_ops.py), so that what a GPU session runs
+cannot rot on a machine without one: the clock waits for the device, peak memory and the
+device's name come from CUDA there, the busy share is read from a profiler trace, Luong et
+al.'s shape is written as it says, the speed table runs end to end on the CPU in float32 and
+float16 (its ratios the rates they divide) and the op counts give their table. No timing is
+asserted. The GPU check and the session that runs it: test_gpu_session.py, test_gpu_paths.py."""
 import os
 import subprocess
 import sys
@@ -200,34 +201,20 @@ def test_a_small_multi30k_slice_is_prepared_with_the_pieces_it_holds(tmp_path):
     assert (tmp_path / "work" / "bin" / "test.en-de.de.bin").exists()
 
 
-def test_the_attention_benchmark_times_local_p_on_each_path_against_global():
-    """benchmark_attention.py at tiny sizes: per source length a row of global attention (the
-    reference: ratio 1.00), local-p as shipped, and local-p forced onto each path (gather,
-    dense; their beam-search cells empty), in that order. No timing is asserted."""
-    proc = script("benchmark_attention", "--lengths", 10, 20, "--hidden", 16, "--layers", 1, "--vocab", 50,
-                  "--batch", 2, "--steps", 2, "--sentences", 2, "--out-len", 5, "--repeats", 1, "--threads", 1)
+def test_operations_per_decoder_step_are_counted_where_the_step_adds_them():
+    """count_step_ops.py as a command (tiny models, 2 layers): a target step more adds the
+    recurrence's operations with input feeding and none without it (each decoder layer is then
+    one nn.LSTM over all steps); a beam step always has some, its matrix products among them."""
+    proc = script("count_step_ops", "--layers", 2, "--systems", "luong_global_general",
+                  "luong_global_general_no_feed")
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("# 1 x 16 LSTM, vocab 50, D = 10, 1 threads, 2 sentences per step")
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[3:]]
-    systems = ["luong_global_general", "luong_localp", "luong_localp (gather)", "luong_localp (dense)"]
-    assert [(r[0], r[1]) for r in rows] == [(s, name) for s in ("10", "20") for name in systems]
-    for r in rows:
-        assert all(float(c) > 0 for c in r[2:6]), r
-        if r[1] == "luong_global_general":
-            assert (r[3], r[5], r[7]) == ("1.00", "1.00", "1.00"), r
-        assert (r[6] == r[7] == "") == ("(" in r[1]), r  # beam search: the shipped systems only
-
-
-def test_operations_per_decoder_step_are_counted_where_the_step_adds_them(capsys):
-    """count_step_ops.py: a target step more adds the recurrence's operations with input
-    feeding and none without it (each decoder layer is then one nn.LSTM over all steps); a beam
-    step always has some, its matrix products among them."""
-    ops = load_bench("count_step_ops")
-    ops.main(["--layers", "2", "--systems", "luong_global_general", "luong_global_general_no_feed"])
-    rows = {line.split(" | ")[0].strip("| "): [int(c) for c in line.strip(" |").split(" | ")[2:]]
-            for line in capsys.readouterr().out.splitlines()[2:]}
-    feed, no_feed = rows["luong_global_general"], rows["luong_global_general_no_feed"]
+    assert lines[0].startswith("| system | layers | ops per training step (fwd + bwd) | ops per beam step | ")
+    assert lines[0].endswith(f"(ATen operations that are not views; torch {torch.__version__})")
+    rows = {c[0]: c[1:] for c in (line.strip(" |").split(" | ") for line in lines[2:])}
+    assert list(rows) == ["luong_global_general", "luong_global_general_no_feed"]
+    assert all(r[0] == "2" for r in rows.values())
+    feed, no_feed = ([int(c) for c in rows[name][1:]] for name in rows)
     assert feed[0] > 40 and feed[2] >= 2 * 2  # per layer: the gates' product and its input gradient
     assert no_feed[0] == 0 and no_feed[2] == 0
     assert feed[1] > no_feed[1] > 0 and feed[3] > 0
