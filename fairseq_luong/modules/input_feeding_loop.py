@@ -41,53 +41,78 @@ def active_dropout(module) -> float:
     return module.p if module.p > 0 and (module.training or module.apply_during_inference) else 0.0
 
 
+class LoopWeights:
+    """What the loop reads of the decoder's parameters, in one dtype: per layer the weights of
+    its gate product (training: [W_in W_hh]^T, (in + H) x 4H, one product a step, its gradient
+    after the loop; inference: W_in^T and W_hh^T, views of the parameters, no copy) and b_ih +
+    b_hh, layer 0's embedding columns of W_ih, and W_c of eq. 5. Made once per call in training;
+    in beam search once per batch of sentences (``LuongDecoder`` keeps it with the incremental
+    state), since the parameters do not change while it translates."""
+
+    def __init__(self, decoder, dtype: torch.dtype, training: bool):
+        self.dtype, self.training = dtype, training
+        E = decoder.embed_tokens.embedding_dim
+        layers = list(decoder.layers)
+        self.num_layers = len(layers)
+        first = layers[0]
+        self.x_weight = first.weight_ih_l0[:, :E]  # 4H x E: layer 0's embedding columns
+        self.x_bias = first.bias_ih_l0 + first.bias_hh_l0  # 4H
+        self.products: List[Tensor] = []  # training: one per layer; inference: two
+        self.in_sizes: List[int] = []
+        for i, layer in enumerate(layers):
+            w_in = layer.weight_ih_l0[:, E:] if i == 0 else layer.weight_ih_l0  # 4H x in
+            self.in_sizes.append(w_in.size(1))
+            if training:
+                self.products.append(torch.cat((w_in, layer.weight_hh_l0), 1).to(dtype).t())
+            else:
+                self.products += [w_in.t().to(dtype), layer.weight_hh_l0.t().to(dtype)]
+        # each layer's b_ih + b_hh above layer 0 (layer 0's are in the embedding gates): 4H
+        self.biases = [(layer.bias_ih_l0 + layer.bias_hh_l0).to(dtype) for layer in layers[1:]]
+        self.products_t = [w.t() for w in self.products] if training else None  # the backward's
+        self.W_c = self.W_c_t = None
+        if decoder.attention is not None:
+            self.W_c = decoder.attentional_hidden.W_c.weight.to(dtype)  # H x (C + H)
+            self.W_c_t = self.W_c.t()
+            self.context_size = self.W_c.size(1) - self.W_c.size(0)
+
+    def inputs(self) -> List[Tensor]:
+        return [*self.products, *self.biases] + ([] if self.W_c is None else [self.W_c])
+
+
 class InputFeedingSteps:
     """One call's input-feeding loop (module docstring); the engine of ``step_loop.run_steps``.
 
     x_gates: the embedding half of layer 0's gates with its bias, packed ((sum of rows) x 4H);
     h0, c0: layers x bsz x H; feed: bsz x H (h~_{t-1}, zeros before the first step); memory:
-    the attention's, rows in schedule order. ``forward`` returns the packed h~_t after dropout
+    the attention's, rows in schedule order; weights: :class:`LoopWeights` in x_gates' dtype,
+    made with autograd on when it is on. ``forward`` returns the packed h~_t after dropout
     ((sum of rows) x H) and, unless the schedule skips padded steps, the final h, c
     (layers x bsz x H) and h~ (bsz x H).
     """
 
-    def __init__(self, decoder, x_gates: Tensor, h0: Tensor, c0: Tensor, feed: Tensor, memory,
-                 schedule: RowSchedule, step0: int, need_weights: bool):
-        self.save = torch.is_grad_enabled()
-        dtype = x_gates.dtype
+    def __init__(self, decoder, weights: LoopWeights, x_gates: Tensor, h0: Tensor, c0: Tensor, feed: Tensor,
+                 memory, schedule: RowSchedule, step0: int, need_weights: bool):
+        self.save = weights.training
+        dtype = weights.dtype
         self.schedule = schedule
         self.x_gates, self.h0, self.c0, self.feed0 = x_gates, h0.to(dtype), c0.to(dtype), feed.to(dtype)
         self.p_hidden = active_dropout(decoder.dropout_hidden)
         self.p_out = active_dropout(decoder.dropout_out)
-        self.num_layers = decoder.num_layers
-        E = decoder.embed_tokens.embedding_dim
-        self.weights: List[Tensor] = []  # training: [W_in W_hh]^T per layer; inference: W_in^T, W_hh^T
-        self.in_sizes: List[int] = []
-        for i, layer in enumerate(decoder.layers):
-            w_in = layer.weight_ih_l0[:, E:] if i == 0 else layer.weight_ih_l0  # 4H x in
-            self.in_sizes.append(w_in.size(1))
-            if self.save:  # (in + H) x 4H, one product a step; its gradient after the loop
-                self.weights.append(torch.cat((w_in, layer.weight_hh_l0), 1).to(dtype).t())
-            else:
-                self.weights += [w_in.t().to(dtype), layer.weight_hh_l0.t().to(dtype)]
-        # each layer's b_ih + b_hh above layer 0 (layer 0's are in x_gates): 4H
-        self.biases = [(layer.bias_ih_l0 + layer.bias_hh_l0).to(dtype) for layer in decoder.layers[1:]]
-        self.weights_t = [w.t() for w in self.weights] if self.save else None  # the backward's
+        self.num_layers = weights.num_layers
+        self.loop_weights = weights
+        self.weights, self.weights_t, self.biases = weights.products, weights.products_t, weights.biases
+        self.in_sizes = weights.in_sizes
         self.attention = None
         if decoder.attention is not None:
             self.attention = attention_steps(decoder.attention, memory, dtype, self.save, need_weights, step0)
-            self.W_c = decoder.attentional_hidden.W_c.weight.to(dtype)  # H x (C + H)
-            self.W_c_t = self.W_c.t()
-            self.context_size = self.W_c.size(1) - self.W_c.size(0)
+            self.W_c, self.W_c_t, self.context_size = weights.W_c, weights.W_c_t, weights.context_size
         self.return_final = schedule.full
         # the fused CUDA cell adds two gate tensors: the second is zeros
         self.zeros = x_gates.new_zeros(h0.size(1), x_gates.size(1)) if fused_cell_here(x_gates) else None
 
     def inputs(self) -> List[Tensor]:
-        tensors = [self.x_gates, self.h0, self.c0, self.feed0, *self.weights, *self.biases]
-        if self.attention is not None:
-            tensors += [self.W_c, *self.attention.inputs()]
-        return tensors
+        tensors = [self.x_gates, self.h0, self.c0, self.feed0, *self.loop_weights.inputs()]
+        return tensors if self.attention is None else tensors + self.attention.inputs()
 
     # ------------------------------------------------------------------ forward
     def _gates(self, i: int, known: Tensor, below: Tensor, h: Tensor):

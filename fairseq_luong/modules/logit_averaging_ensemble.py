@@ -5,7 +5,7 @@ the models' probabilities: p(y_t) = 1/M sum_m softmax(z_m), with z_m = W_s h~_t 
 m (eq. 6). The authors' code averaged the scores: p(y_t) = softmax(1/M sum_m z_m), a
 normalised geometric mean of the models' distributions. ``LogitAveragingEnsemble`` does
 that; attention is averaged as fairseq does. Give it to fairseq's SequenceGenerator in
-place of the model list (``scripts/bench/benchmark_ensemble.py`` compares both). The models
+place of the model list (``scripts/eval/compare_ensembles.py`` compares both). The models
 must share the target dictionary and normalise with a plain softmax.
 """
 from typing import Dict, List, Optional

@@ -153,7 +153,8 @@ def gaussian_window_backward(d_window: Tensor, window: Tensor, positions: Tensor
 
 
 # Local attention scores the whole memory, masking all but the window, when the source
-# is at most this many windows long (measured: scripts/bench/benchmark_attention.py).
+# is at most this many windows long (measured with scripts/bench/benchmark_attention.py, removed
+# after 9944ee3: docs/speed.md). ``LocalAttention.scores_whole`` reads it, at every call.
 DENSE_UP_TO = 2
 
 
@@ -204,9 +205,15 @@ class LocalAttention(Attention):
         positions = centre + self.offsets  # bsz x tgtlen x W
         return positions, (positions >= 0) & (positions <= last)
 
+    def scores_whole(self, srclen: int) -> bool:
+        """Whether a memory of ``srclen`` slots is scored whole (all but the window masked)
+        rather than the window gathered: at most ``DENSE_UP_TO`` windows long. The step loops
+        ask this too (``step_attention.LocalSteps``)."""
+        return srclen <= DENSE_UP_TO * self.offsets.numel()
+
     def forward(self, query, memory, step0, need_weights):
         p_t = self.aligned_position(query, memory, step0)  # bsz x tgtlen
-        if memory.values.size(1) <= DENSE_UP_TO * self.offsets.numel():
+        if self.scores_whole(memory.values.size(1)):
             return self._attend_dense(query, p_t, memory, need_weights)
         if torch.is_grad_enabled() and query.requires_grad:
             # The gathered windows (bsz x tgtlen x W x C, values and keys) are gathered

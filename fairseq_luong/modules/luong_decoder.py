@@ -34,7 +34,7 @@ from fairseq.modules import FairseqDropout
 from torch import Tensor
 
 from ..errors import ConfigError
-from .input_feeding_loop import InputFeedingSteps
+from .input_feeding_loop import InputFeedingSteps, LoopWeights
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
 from .recurrent_decoder import RecurrentDecoder
@@ -141,7 +141,7 @@ class LuongDecoder(RecurrentDecoder):
                 prev_output_tokens, self.dictionary.pad(),
                 skip_padding=incremental_state is None and not need_weights)
             out, h_n, c_n, feed, attn = self._run_input_feeding(
-                x, h0, c0, feed, memory, step0, need_weights, schedule)
+                x, h0, c0, feed, memory, step0, need_weights, schedule, incremental_state)
         else:
             out, h_n, c_n, attn = self._run_layerwise(
                 x.transpose(0, 1), h0, c0, memory, step0, need_weights)
@@ -153,7 +153,20 @@ class LuongDecoder(RecurrentDecoder):
             self.set_cached_state(incremental_state, state)
         return out, {"attn": [attn]}  # out: h~_t, what W_s reads
 
-    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, schedule: RowSchedule):
+    def _loop_weights(self, x: Tensor, incremental_state) -> LoopWeights:
+        """The loop's view of the parameters (``LoopWeights``): made once per call, or once per
+        batch of sentences in incremental decoding without autograd (kept with the state)."""
+        dtype = compute_dtype(x.device, self.layers[0].weight_hh_l0.dtype)
+        training = torch.is_grad_enabled()
+        if incremental_state is None or training:
+            return LoopWeights(self, dtype, training)
+        kept = self.get_incremental_state(incremental_state, "loop_weights")
+        if kept is None or kept["weights"].dtype != dtype:
+            kept = {"weights": LoopWeights(self, dtype, training)}
+            self.set_incremental_state(incremental_state, "loop_weights", kept)
+        return kept["weights"]
+
+    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, schedule: RowSchedule, incremental_state):
         """Step by step: h~_{t-1} joins the next step's input (section 3.3), in
         ``input_feeding_loop.py`` (forward and backward through time, autograd off inside).
 
@@ -161,15 +174,12 @@ class LuongDecoder(RecurrentDecoder):
         padded steps, the final states are not returned (they cover only the last step's rows;
         nothing continues them in training). x: bsz x tgtlen x E.
         """
-        dtype = compute_dtype(x.device, self.layers[0].weight_hh_l0.dtype)
+        weights = self._loop_weights(x, incremental_state)
         x, feed, memory = schedule.sort((x, feed, memory))
         h0, c0 = schedule.sort_states(h0), schedule.sort_states(c0)  # layers x bsz x H
-        E = self.embed_tokens.embedding_dim
-        layer = self.layers[0]
         # the embedding half of layer 0's gates for every step at once, packed: (sum of rows) x 4H
-        x_gates = F.linear(schedule.pack_batch_major(x), layer.weight_ih_l0[:, :E],
-                           layer.bias_ih_l0 + layer.bias_hh_l0).to(dtype)
-        engine = InputFeedingSteps(self, x_gates, h0, c0, feed, memory, schedule, step0, need_weights)
+        x_gates = F.linear(schedule.pack_batch_major(x), weights.x_weight, weights.x_bias).to(weights.dtype)
+        engine = InputFeedingSteps(self, weights, x_gates, h0, c0, feed, memory, schedule, step0, need_weights)
         outputs = run_steps(engine)
         out = schedule.unpack(outputs[0])  # bsz x tgtlen x H
         attn = None

@@ -84,6 +84,12 @@ class RecurrentDecoder(FairseqIncrementalDecoder):
     def set_cached_state(self, incremental_state, state: Dict[str, Optional[Tensor]]):
         self.set_incremental_state(incremental_state, "cached_state", state)
 
+    def reorder_incremental_state_scripting(self, incremental_state, new_order: Tensor):
+        """What beam search calls at every step. fairseq's looks for ``reorder_incremental_state``
+        on every submodule (``hasattr`` on each, a few microseconds a step); the decoder's cached
+        state is the only incremental state here (no submodule keeps one), so it goes to it."""
+        self.reorder_incremental_state(incremental_state, new_order)
+
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         cached = self.get_cached_state(incremental_state)
         if cached is None:

@@ -23,7 +23,6 @@ import torch
 from torch import Tensor
 
 from .luong_attention import (
-    DENSE_UP_TO,
     LocalAttention,
     LocalPAttention,
     SourceMemory,
@@ -158,7 +157,7 @@ class LocalSteps(GlobalSteps):
     """Local attention (Luong et al. 2015, section 3.2) one step at a time: the window
     [p_t - D, p_t + D] around the aligned position p_t (local-m: t; local-p: eq. 9), scored
     and normalised over its slots inside the sentence; local-p reweights the window by eq. 10's
-    Gaussian. Short sources (at most ``DENSE_UP_TO`` windows) are scored whole with all but the
+    Gaussian. Short sources (``LocalAttention.scores_whole``) are scored whole with all but the
     window masked, longer ones gather the window's keys and values (``LocalAttention``)."""
 
     def __init__(self, attention: LocalAttention, memory: SourceMemory, dtype, save, need_weights, step0: int):
@@ -173,7 +172,7 @@ class LocalSteps(GlobalSteps):
         self.last = memory.length - 1  # bsz: each sentence's last position
         bsz, srclen = memory.padding_mask.shape
         self.srclen = srclen
-        self.dense = srclen <= DENSE_UP_TO * attention.offsets.numel()
+        self.dense = attention.scores_whole(srclen)
         if self.dense:
             # sentence positions of the padded slots (negative on left padding): bsz x srclen
             self.slot_positions = (torch.arange(srclen, device=self.bias.device).unsqueeze(0)
