@@ -138,9 +138,9 @@ def test_the_eager_cell_and_its_backward_are_the_cells():
     grads = torch.autograd.grad((h_want * dh + c_want * dc).sum(), (pre, c), retain_graph=True)
     h, c_t, saved = step_kernels.eager_lstm_cell(pre.detach(), c.detach())
     assert torch.allclose(h, h_want) and torch.allclose(c_t, c_want)
-    d_pre, dc_prev = step_kernels.eager_lstm_cell_backward(dh, dc, saved)
+    d_pre, dc_prev = step_kernels.lstm_cell_backward(dh, dc, saved)
     assert torch.allclose(d_pre, grads[0]) and torch.allclose(dc_prev, grads[1])
-    d_pre, _ = step_kernels.eager_lstm_cell_backward(dh, None, saved)  # c_t read by nothing else
+    d_pre, _ = step_kernels.lstm_cell_backward(dh, None, saved)  # c_t read by nothing else
     assert torch.allclose(d_pre, torch.autograd.grad((h_want * dh).sum(), pre)[0])
 
 
@@ -160,23 +160,33 @@ def test_dropout_draws_f_dropouts_masks(p):
 
 
 @pytest.mark.parametrize("slots", [5, 20])  # under and over the CPU's short rows (16)
-def test_softmax_pieces_in_both_layouts(slots):
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_softmax_pieces_in_both_layouts(slots, dtype):
+    """Probabilities in float32 or wider whatever the scores' dtype (as masked_softmax), and the
+    scores' gradient in their dtype."""
     torch.manual_seed(0)
     scores = torch.randn(9, slots, dtype=torch.float64, requires_grad=True)
     masked = scores.masked_fill(torch.arange(slots) >= slots - 2, float("-inf"))
-    want = torch.softmax(masked, -1)
+    want = torch.softmax(masked.to(dtype).double(), -1)
     grad = torch.randn(9, slots, dtype=torch.float64)
-    d_want, = torch.autograd.grad((want * grad).sum(), scores)
-    probs = step_kernels.softmax_forward(masked.detach())
-    assert probs.is_contiguous() == (slots >= 16)
-    assert torch.allclose(probs, want)
-    assert torch.allclose(step_kernels.softmax_backward(grad, probs), d_want)
+    d_want, = torch.autograd.grad((want * grad.to(dtype).double()).sum(), scores)
+    plan = step_kernels.MemoryPlan(slots, 3, dtype, torch.device("cpu"))
+    probs = plan.softmax(masked.detach().to(dtype))
+    assert plan.short_rows == (slots < 16) and probs.dtype == torch.promote_types(dtype, torch.float32)
+    align = plan.probabilities(probs)
+    assert align.dtype == dtype and align.shape == (9, slots)
+    tol = 1e-12 if dtype == torch.float64 else 1e-2
+    assert torch.allclose(align.double(), want, atol=tol)
+    d = plan.softmax_backward(grad.to(dtype), probs)
+    assert d.dtype == dtype and torch.allclose(d.double(), d_want, atol=tol)
 
 
 @pytest.mark.parametrize("slots,width", [(5, 3), (20, 30)])  # ATen's scalar loop, and BLAS
 def test_row_products(slots, width):
     torch.manual_seed(0)
     weights, rows, vectors = torch.randn(4, slots), torch.randn(4, slots, width), torch.randn(4, width)
-    assert torch.allclose(step_kernels.weighted_rows(weights, rows), torch.einsum("bs,bsc->bc", weights, rows),
-                          atol=1e-6)
-    assert torch.allclose(step_kernels.dot_rows(vectors, rows), torch.einsum("bc,bsc->bs", vectors, rows), atol=1e-6)
+    plan = step_kernels.MemoryPlan(slots, width, torch.float32, torch.device("cpu"))
+    assert plan.small == (slots * width < 400)
+    assert torch.allclose(plan.weighted(weights, rows), torch.einsum("bs,bsc->bc", weights, rows), atol=1e-6)
+    assert torch.allclose(step_kernels.dot_rows(vectors, rows.transpose(1, 2)),
+                          torch.einsum("bc,bsc->bs", vectors, rows), atol=1e-6)

@@ -13,7 +13,6 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from .luong_init import Linear
-from .step_kernels import weighted_rows
 
 
 class AttentionScore(nn.Module):
@@ -119,7 +118,7 @@ class KeysDotStep(ScoreStep):
         return torch.baddbmm(slots.bias3, q.unsqueeze(1), slots.keys_t).squeeze(1)
 
     def backward(self, d_scores, q, slots, t):
-        return weighted_rows(d_scores, slots.keys), ("outer", d_scores)  # rows x K
+        return slots.plan.weighted(d_scores, slots.keys), ("outer", d_scores)  # rows x K
 
 
 def _dot_with_keys(query: Tensor, keys: Tensor) -> Tensor:

@@ -28,6 +28,7 @@ from .row_schedule import RowSchedule
 from .step_attention import attention_steps
 from .step_kernels import (
     _tanh_backward,
+    cell_scratch,
     dropout_backward,
     dropout_forward,
     fused_cell_here,
@@ -197,6 +198,8 @@ class InputFeedingSteps:
         if self.attention is not None:
             self.attention.begin_backward()
         saved_layers, saved_out, cqs = self.saved_layers, self.saved_out, self.cq
+        fused = self.zeros is not None
+        scratches = {}  # the eager cell's backward buffer and its views, by row count
         active = self.schedule.active
         offset, rows = self.schedule.total_rows, active[-1]
         for t in range(len(active) - 1, -1, -1):
@@ -210,9 +213,12 @@ class InputFeedingSteps:
             d_h = self._attentional_hidden_backward(d, t, cqs[t], htilde, mask, d_htilde_pre)
             if dh[-1] is not None:
                 d_h = dh[-1] if d_h is None else d_h + dh[-1]
+            scratch = None if fused else scratches.get(n)
+            if scratch is None and not fused:
+                scratch = scratches[n] = cell_scratch(saved_layers[0][t][0][0])
             for i in range(L - 1, -1, -1):
                 cell, mask = saved_layers[i][t]
-                d_pre, dc[i] = lstm_cell_backward(d_h, dc[i], cell)
+                d_pre, dc[i] = lstm_cell_backward(d_h, dc[i], cell, scratch)
                 d_gates[i].append(d_pre)
                 d_x = d_pre.mm(weights_t[i])  # rows x (in + H)
                 split = in_sizes[i]

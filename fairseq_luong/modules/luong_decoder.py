@@ -166,7 +166,8 @@ class LuongDecoder(RecurrentDecoder):
             self.set_incremental_state(incremental_state, "loop_weights", kept)
         return kept["weights"]
 
-    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, schedule: RowSchedule, incremental_state):
+    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, schedule: RowSchedule,
+                           incremental_state):
         """Step by step: h~_{t-1} joins the next step's input (section 3.3), in
         ``input_feeding_loop.py`` (forward and backward through time, autograd off inside).
 

@@ -31,7 +31,7 @@ from .luong_attention import (
     predictive_alignment_backward,
     predictive_alignment_step,
 )
-from .step_kernels import dot_rows, softmax_backward, softmax_forward, weighted_rows
+from .step_kernels import MemoryPlan, dot_rows
 
 
 def attention_steps(attention, memory: SourceMemory, dtype: torch.dtype, save: bool,
@@ -44,15 +44,16 @@ def attention_steps(attention, memory: SourceMemory, dtype: torch.dtype, save: b
 
 class Slots:
     """The memory slots one step scores, for its rows: keys rows x N x K (``keys_t``: the same
-    transposed), values rows x N x C, ``bias`` rows x N (0, or -inf: no weight; ``bias3``:
-    rows x 1 x N), ``positions`` rows x N (the slots' sentence positions, as the score reads
-    them) or None."""
+    transposed), values rows x N x C (``values_t`` transposed), ``bias`` rows x N (0, or -inf:
+    no weight; ``bias3``: rows x 1 x N), ``positions`` rows x N (the slots' sentence positions,
+    as the score reads them) or None; ``plan``: how to compute with them (``MemoryPlan``)."""
 
-    __slots__ = ("keys", "keys_t", "values", "bias", "bias3", "positions")
+    __slots__ = ("keys", "keys_t", "values", "values_t", "bias", "bias3", "positions", "plan")
 
-    def __init__(self, keys, values, bias, positions=None):
-        self.keys, self.values, self.bias, self.positions = keys, values, bias, positions
+    def __init__(self, keys, values, bias, plan: MemoryPlan, positions=None):
+        self.keys, self.values, self.bias, self.positions, self.plan = keys, values, bias, positions, plan
         self.keys_t = keys.transpose(1, 2)
+        self.values_t = self.keys_t if values is keys else values.transpose(1, 2)
         self.bias3 = bias.unsqueeze(1)
 
 
@@ -78,6 +79,7 @@ class GlobalSteps:
             self.positions = self.score.slot_positions(positions)
         # added to the scores: 0, or -inf where a slot gets no weight (bsz x srclen)
         self.bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask, float("-inf"))
+        self.plan = MemoryPlan(mask.size(1), max(self.values.size(-1), self.keys.size(-1)), dtype, mask.device)
         self._slots: Dict[int, Slots] = {}  # by rows: the memory's views of a row count
         self.saved: list = []  # per step
         self.weights: List[Tensor] = []  # per step, rows x srclen (need_weights)
@@ -99,26 +101,26 @@ class GlobalSteps:
         slots = self._slots.get(n)
         if slots is None:
             positions = None if self.positions is None else self.positions[:n]
-            slots = self._slots[n] = Slots(self.keys[:n], self.values[:n], self.bias[:n], positions)
+            slots = self._slots[n] = Slots(self.keys[:n], self.values[:n], self.bias[:n], self.plan, positions)
         return slots
 
     def forward(self, q: Tensor) -> Tensor:
-        slots = self.slots(q.size(0))
-        probs = softmax_forward(self.score.forward(q, slots))  # rows x srclen, float32
-        align = probs.to(q.dtype)
+        slots, plan = self.slots(q.size(0)), self.plan
+        probs = plan.softmax(self.score.forward(q, slots))  # float32
+        align = plan.probabilities(probs)  # rows x srclen
         if self.save:
-            self.saved.append(probs)
+            self.saved.append((probs, align))
         if self.need_weights:
             self.weights.append(align)
-        return weighted_rows(align, slots.values)  # rows x C
+        return plan.weighted(align, slots.values)  # rows x C
 
     def backward(self, d_ctx: Tensor, q: Tensor, t: int) -> Tensor:
-        probs = self.saved[t]
+        probs, align = self.saved[t]
         n = q.size(0)
         slots = self.slots(n)
-        d_scores = softmax_backward(dot_rows(d_ctx, slots.values), probs)  # rows x srclen
+        d_scores = self.plan.softmax_backward(dot_rows(d_ctx, slots.values_t), probs)  # rows x srclen
         d_q, d_keys = self.score.backward(d_scores, q, slots, t)
-        self.recorded_align.append(probs)
+        self.recorded_align.append(align)
         self.recorded_d_ctx.append(d_ctx)
         self._record_keys(d_keys, n)
         return d_q
@@ -136,9 +138,8 @@ class GlobalSteps:
 
     def finish(self, Q: Tensor, unpack) -> List[Optional[Tensor]]:
         """The gradients of ``inputs()``. Q: the queries of every step, packed (sum of rows x H)."""
-        dtype = self.values.dtype
         # d h̄_s = sum_t a_t(s) d c_t: bsz x srclen x tgtlen @ bsz x tgtlen x C
-        align = unpack(torch.cat(self.recorded_align[::-1]).to(dtype))  # bsz x tgtlen x srclen
+        align = unpack(torch.cat(self.recorded_align[::-1]))  # bsz x tgtlen x srclen
         d_values = torch.bmm(align.transpose(1, 2), unpack(torch.cat(self.recorded_d_ctx[::-1])))
         d_keys = self.d_keys_dense
         if self.recorded_d_scores:  # d k_s = sum_t d score_t(s) q_t: bsz x srclen x tgtlen @ bsz x tgtlen x K
@@ -162,6 +163,7 @@ class LocalSteps(GlobalSteps):
 
     def __init__(self, attention: LocalAttention, memory: SourceMemory, dtype, save, need_weights, step0: int):
         super().__init__(attention, memory, dtype, save, need_weights)
+        self.plan_width = max(self.values.size(-1), self.keys.size(-1))
         self.attention = attention
         self.predictive = isinstance(attention, LocalPAttention)
         if self.predictive:
@@ -180,6 +182,7 @@ class LocalSteps(GlobalSteps):
         else:
             # each row's first slot in the flattened memory: bsz
             self.row_base = torch.arange(bsz, device=self.bias.device) * srclen + memory.start
+            self.window_plan = MemoryPlan(attention.offsets.numel(), self.plan_width, dtype, self.bias.device)
 
     def begin_backward(self):
         super().begin_backward()
@@ -208,13 +211,14 @@ class LocalSteps(GlobalSteps):
             whole = self.slots(n)
             slots = self.slot_positions[:n]  # rows x srclen
             inside = (slots >= positions[:, :1]) & (slots <= positions[:, -1:])
-            return Slots(whole.keys, whole.values, torch.where(inside, whole.bias, float("-inf"))), slots, None
+            bias = torch.where(inside, whole.bias, float("-inf"))
+            return Slots(whole.keys, whole.values, bias, self.plan), slots, None
         bias = torch.zeros(valid.shape, dtype=self.bias.dtype, device=valid.device).masked_fill_(~valid, float("-inf"))
         # invalid slots read a valid one (their weight is exactly 0): padded index, flattened
         inside = torch.minimum(positions.clamp(min=0), self.last[:n].unsqueeze(1))
         flat = (self.row_base[:n].unsqueeze(1) + inside).view(-1)  # rows*W
         keys, values = self._gather(flat, n)
-        return Slots(keys, values, bias), positions, flat
+        return Slots(keys, values, bias, self.window_plan), positions, flat
 
     def _gather(self, flat: Tensor, n: int):
         """A window's keys and values: rows x W x K and rows x W x C."""
@@ -227,8 +231,9 @@ class LocalSteps(GlobalSteps):
         n = q.size(0)
         p_t, p_saved = self._aligned_position(q)
         slots, positions, flat = self._window(p_t, n)
-        probs = softmax_forward(self.score.forward(q, slots))  # rows x N, float32
-        align = probs.to(q.dtype)
+        plan = slots.plan
+        probs = plan.softmax(self.score.forward(q, slots))  # float32
+        align = plan.probabilities(probs)  # rows x N
         weighted, gauss = align, None
         if self.predictive:  # eq. 10, not renormalised
             gauss = gaussian_window(positions.unsqueeze(1), p_t.unsqueeze(1), self.attention.sigma).squeeze(1)
@@ -241,19 +246,19 @@ class LocalSteps(GlobalSteps):
             self.weights.append(weighted if flat is None else weighted.new_zeros(n, self.srclen).scatter_add_(
                 1, (flat.view(n, -1) - self.row_base[:n].unsqueeze(1) + self.start[:n].unsqueeze(1)), weighted))
         self.t += 1
-        return weighted_rows(weighted, slots.values)  # rows x C
+        return plan.weighted(weighted, slots.values)  # rows x C
 
     def backward(self, d_ctx, q, t):
         probs, align, weighted, gauss, p_t, p_saved, positions, flat, slots = self.saved[t]
         n = q.size(0)
         if flat is not None:
-            slots = Slots(*self._gather(flat, n), slots)
-        d_weighted = dot_rows(d_ctx, slots.values)  # rows x N
+            slots = Slots(*self._gather(flat, n), slots, self.window_plan)
+        d_weighted = dot_rows(d_ctx, slots.values_t)  # rows x N
         d_align = d_weighted
         if self.predictive:
             d_align = d_weighted * gauss.to(d_weighted.dtype)
             d_p = gaussian_window_backward(d_weighted * align, gauss, positions, p_t, self.attention.sigma)
-        d_q, d_keys = self.score.backward(softmax_backward(d_align, probs), q, slots, t)
+        d_q, d_keys = self.score.backward(slots.plan.softmax_backward(d_align, probs), q, slots, t)
         if self.predictive:
             d_q = d_q + predictive_alignment_backward(d_p, p_saved, self.W_p, self.v_p, self.length[:n],
                                                       self.recorded_p)

@@ -47,53 +47,69 @@ def dropout_backward(grad: Tensor, mask: Optional[Tensor], p: float) -> Tensor:
     return grad * mask
 
 
-# ----------------------------------------------------------------- softmax
-
-# On the CPU, softmax over a last dimension shorter than a vector register (16 floats with
-# AVX-512) takes a scalar path, several times slower than over the first dimension (measured:
-# 76 against 19 us at 317 x 13); such scores are normalised transposed.
-_SHORT_ROWS = 16
+# ----------------------------------------------------------------- softmax and products with a memory
 
 
-def softmax_forward(scores: Tensor) -> Tensor:
-    """softmax over the last dim in float32 or wider (``masked_softmax`` of ``luong_attention.py``;
-    the mask is already in the scores as -inf). Returns the float32 (or wider) probabilities."""
-    wide = torch.promote_types(scores.dtype, torch.float32)
-    if scores.is_cuda or scores.size(-1) >= _SHORT_ROWS or scores.dim() != 2:
-        return torch.softmax(scores, -1, dtype=wide)
-    return torch.softmax(scores.t(), 0, dtype=wide).t()
+class MemoryPlan:
+    """How the steps of one call read a memory of ``slots`` slots of ``width`` numbers a row,
+    decided once per call (every operation is a call, and some CPU kernels are slow at sizes
+    a step loop meets):
 
+    * ``short_rows``: on the CPU, softmax over a last dimension shorter than a vector register
+      (16 floats with AVX-512) takes a scalar path, several times slower than over the first
+      dimension (measured: 76 against 19 us at 317 x 13), so such scores are normalised
+      transposed;
+    * ``small``: ATen multiplies batches of matrices smaller than 400 (rows x cols x
+      contraction) in a scalar loop on the CPU (``bmm_out_or_baddbmm_``): a weighted sum over 13
+      slots of 16 numbers took 120 us for 320 rows there, 28 us as a product and a sum.
+    """
 
-def softmax_backward(grad: Tensor, probs: Tensor) -> Tensor:
-    """The scores' gradient (in the gradient's dtype) from the probabilities' (probs: float32)."""
-    if probs.is_contiguous():
-        wide = torch._softmax_backward_data(grad.to(probs.dtype), probs, -1, probs.dtype)
-    else:  # transposed: softmax_forward's short rows
-        wide = torch._softmax_backward_data(grad.to(probs.dtype).t(), probs.t(), 0, probs.dtype).t()
-    return wide.to(grad.dtype)
+    __slots__ = ("short_rows", "small", "wide", "dtype")
 
+    def __init__(self, slots: int, width: int, dtype: torch.dtype, device: torch.device):
+        cpu = device.type == "cpu"
+        self.short_rows = cpu and slots < 16
+        self.small = cpu and slots * width < 400
+        self.dtype = dtype
+        self.wide = torch.promote_types(dtype, torch.float32)  # the softmax's dtype
 
-# ----------------------------------------------------------------- products of each row with its own memory
+    def softmax(self, scores: Tensor) -> Tensor:
+        """softmax over the slots (rows x N) in float32 or wider (``masked_softmax`` of
+        ``luong_attention.py``; the mask is already in the scores as -inf): the probabilities,
+        as :meth:`softmax_backward` reads them (N x rows when ``short_rows``)."""
+        if self.short_rows:
+            return torch.softmax(scores.t(), 0, dtype=self.wide)  # N x rows
+        return torch.softmax(scores, -1, dtype=self.wide)
 
-# ATen multiplies batches of matrices smaller than this (rows x cols x contraction) in a scalar
-# loop on the CPU (``bmm_out_or_baddbmm_``): a weighted sum over 13 slots of 16 numbers took
-# 120 us for 320 rows there, 28 us as a product and a sum.
-_SMALL_PRODUCT = 400
+    def probabilities(self, probs: Tensor) -> Tensor:
+        """:meth:`softmax`'s result as rows x N, in the memory's dtype."""
+        rows_first = probs.t() if self.short_rows else probs
+        return rows_first if self.wide == self.dtype else rows_first.to(self.dtype)
 
+    def softmax_backward(self, grad: Tensor, probs: Tensor) -> Tensor:
+        """The scores' gradient (rows x N, in the memory's dtype) from the probabilities'."""
+        if self.wide != self.dtype:
+            grad = grad.to(self.wide)
+        if self.short_rows:
+            d = torch._softmax_backward_data(grad.t(), probs, 0, self.wide).t()
+        else:
+            d = torch._softmax_backward_data(grad, probs, -1, self.wide)
+        return d if self.wide == self.dtype else d.to(self.dtype)
 
-def weighted_rows(weights: Tensor, rows: Tensor) -> Tensor:
-    """For each batch row b, sum_s weights[b, s] rows[b, s]: weights bsz x N, rows bsz x N x C
-    -> bsz x C (the context c_t = sum_s a_t(s) h̄_s, and the query's gradient through a score)."""
-    if rows.is_cuda or rows.size(1) * rows.size(2) >= _SMALL_PRODUCT:
+    def weighted(self, weights: Tensor, rows: Tensor) -> Tensor:
+        """For each batch row b, sum_s weights[b, s] rows[b, s]: weights bsz x N, rows
+        bsz x N x C -> bsz x C (the context c_t = sum_s a_t(s) h̄_s; a query's gradient)."""
+        if self.small:
+            return (weights.unsqueeze(2) * rows).sum(1)
         # bsz x 1 x N @ bsz x N x C -> bsz x C
         return torch.bmm(weights.unsqueeze(1), rows).squeeze(1)
-    return (weights.unsqueeze(2) * rows).sum(1)
 
 
-def dot_rows(vectors: Tensor, rows: Tensor) -> Tensor:
-    """For each batch row b, rows[b] @ vectors[b]: vectors bsz x C, rows bsz x N x C -> bsz x N."""
+def dot_rows(vectors: Tensor, rows_t: Tensor) -> Tensor:
+    """For each batch row b, rows[b] @ vectors[b]: vectors bsz x C, rows_t bsz x C x N (the rows
+    transposed) -> bsz x N."""
     # bsz x 1 x C @ bsz x C x N -> bsz x N
-    return torch.bmm(vectors.unsqueeze(1), rows.transpose(1, 2)).squeeze(1)
+    return torch.bmm(vectors.unsqueeze(1), rows_t).squeeze(1)
 
 
 # ----------------------------------------------------------------- the LSTM cell
@@ -126,44 +142,52 @@ def eager_lstm_cell(pre: Tensor, c_prev: Tensor):
     against 7 us for a sigmoid at 256 x 16)."""
     rows, four_h = pre.shape
     gates = pre.view(rows, 4, four_h // 4).transpose(0, 1).contiguous()  # 4 x rows x H: i, f, g, o
-    i, f, g, o = gates
-    gates[:2].sigmoid_()
+    i, f, g, o = gates.unbind(0)
+    i_f = gates[:2]
+    i_f.sigmoid_()
     g.tanh_()
     o.sigmoid_()
     c = f * c_prev
     c.addcmul_(i, g)
     tanh_c = torch.tanh(c)
-    return o * tanh_c, c, (gates, i, f, g, o, c_prev, tanh_c)
+    return o * tanh_c, c, (gates, i_f, i, f, g, o, c_prev, tanh_c)
 
 
-def lstm_cell_backward(dh: Tensor, dc: Optional[Tensor], saved, scratch: Optional[Tensor] = None):
+def lstm_cell_backward(dh: Tensor, dc: Optional[Tensor], saved, scratch=None):
     """The gradients of the gate pre-activations (rows x 4H, i f g o) and of c_{t-1} from those
-    of h_t and c_t (``dc`` None: nothing but h_t read c_t). ``scratch``: a 4 x rows x H buffer
-    the eager backward may use (its contents are not kept)."""
+    of h_t and c_t (``dc`` None: nothing but h_t read c_t). ``scratch``: what :func:`cell_scratch`
+    made for these rows, for the eager backward (its contents are not kept)."""
     if len(saved) == 3:  # the fused kernel's
         workspace, c_prev, c = saved
         d_pre, dc_prev, _ = aten._thnn_fused_lstm_cell_backward_impl(dh, dc, c_prev, c, workspace, False)
         return d_pre, dc_prev
-    return eager_lstm_cell_backward(dh, dc, saved, scratch)
+    return eager_lstm_cell_backward(dh, dc, saved, scratch or cell_scratch(saved[0]))
 
 
-def eager_lstm_cell_backward(dh: Tensor, dc: Optional[Tensor], saved, scratch: Optional[Tensor] = None):
+def cell_scratch(like: Tensor):
+    """A 4 x rows x H buffer for the eager backward's gate gradients, with its views (made once
+    per row count by a loop: each view is an operation call)."""
+    d_gates = torch.empty_like(like)
+    return (d_gates, d_gates[:2], *d_gates.unbind(0))
+
+
+def eager_lstm_cell_backward(dh: Tensor, dc: Optional[Tensor], saved, scratch):
     """:func:`lstm_cell_backward` in elementwise operations on the gate-major saved gates."""
-    gates, i, f, g, o, c_prev, tanh_c = saved
+    gates, i_f, i, f, g, o, c_prev, tanh_c = saved
+    d_gates, d_if, di, df, dg, do = scratch  # 4 x rows x H and its views
     d_c = _tanh_backward(dh * o, tanh_c)  # through h_t = o * tanh(c_t)
     if dc is not None:
         d_c += dc
-    d_gates = torch.empty_like(gates) if scratch is None else scratch  # 4 x rows x H
-    di, df, dg, do = d_gates
     torch.mul(d_c, g, out=di)
     torch.mul(d_c, c_prev, out=df)
     torch.mul(d_c, i, out=dg)
     torch.mul(dh, tanh_c, out=do)
     # through the activations, in place: sigmoid for i, f (one block) and o, tanh for g
-    d_if = d_gates[:2]
-    _sigmoid_backward_(d_if, gates[:2], grad_input=d_if)
+    _sigmoid_backward_(d_if, i_f, grad_input=d_if)
     _tanh_backward_(dg, g, grad_input=dg)
     _sigmoid_backward_(do, o, grad_input=do)
     rows, H = dh.shape
-    d_pre = d_gates.transpose(0, 1).reshape(rows, 4 * H)  # 4 x rows x H -> rows x 4H (one copy)
+    d_pre = d_gates.transpose(0, 1).reshape(rows, 4 * H)  # 4 x rows x H -> rows x 4H, a copy of the
+    if rows == 1:  # scratch (reused) unless one row makes the transposed buffer contiguous already
+        d_pre = d_pre.clone()
     return d_pre, d_c.mul_(f)
