@@ -71,6 +71,17 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=rank)  # stable: the order inside a file is kept
 
 
+@pytest.fixture(autouse=True)
+def threads_kept():
+    """A test that runs a script in this process may set torch's threads (scripts/eval/ take two):
+    the next tests of the process get the count back. Two pytest-xdist workers on two cores at two
+    threads each made the suite ten times slower (OpenMP threads waiting on one another)."""
+    n = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+
+
 @pytest.fixture
 def one_thread():
     """Tiny models: one thread beats two contending ones."""

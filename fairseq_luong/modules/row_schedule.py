@@ -7,9 +7,12 @@ attention and output work on padding (13% of Multi30k's batch tokens).
 :class:`RowSchedule` sorts the rows by length, longest first, so that the
 sentences still going at step t are the first ``rows(t)`` rows, narrows the
 loop's state when sentences end, and puts the outputs back at their original
-row and step. The decoders' loop bodies then read as their paper's step; the
-schedule is tested once against running each sentence alone
-(``tests/test_equivalence.py``).
+row and step. The decoders' step loops (``input_feeding_loop.py``,
+``rnnsearch_loop.py``) read ``active`` (the rows of each step) and keep their
+per-step tensors *packed*, step after step ((sum of rows(t)) x ...:
+``pack_batch_major``, ``unpack``, ``unpack_sorted``); RNNsearch's encoder loop
+uses the per-step views (``per_step``, ``at_step``, ``pack``). The schedule is
+tested once against running each sentence alone (``tests/test_equivalence.py``).
 
 Without lengths (incremental decoding, alignments wanted, left-padded or
 all-equal targets) every row runs every step and each operation is the
@@ -52,7 +55,7 @@ def right_padded_lengths(tokens: Tensor, pad: int) -> Optional[Tensor]:
 class RowSchedule:
     """The rows each step runs: all of them, or (with ``lengths``) those still going.
 
-    Use::
+    Use (a step loop with autograd; the decoders' loops use ``active`` and the packed forms)::
 
         schedule = RowSchedule.for_targets(prev_output_tokens, pad, skip_padding)
         state = schedule.sort(state)                  # batch-first tensors, rows sorted

@@ -31,6 +31,19 @@ Data (``--shape``):
   paper     Luong et al.'s shape, synthetic (written here, nothing to download): a 50K
             joint vocabulary (``--vocab``), batches of 128 sentences of 25-35 words,
             beam search in batches of 128, hypotheses of 30 tokens; sizes default to 4x1000
+  numbers   the synthetic number corpus of ``bash run.sh`` (scripts/data/make_number_corpus.py,
+            written here: 30,000 training pairs, 2,000 test pairs, a joint vocabulary of 96
+            symbols), run.sh's batches
+            (``--max-tokens 3000``; beam search in batches of 64), hypotheses of 20 tokens; sizes
+            default to 4x16, where each operation's fixed cost rules over its arithmetic (the
+            regime of a GPU's kernel launches)
+
+End to end (``--cli``): each measurement is fairseq's own command in the worker's process,
+as a user runs it: ``fairseq-train`` for ``--updates`` updates after as many untimed (its
+logged words/s over the timed ones: data loading, logging and everything else of the loop
+included), then ``fairseq-generate`` (beam 5) of the whole test set with the checkpoint it
+saved (its logged sentences/s), hypotheses forced to the same length as above. Our systems
+run with ``--user-dir fairseq_luong``, fairseq's ``lstm`` without.
 
 Devices (``--device``): ``cpu`` (the default) or ``cuda`` (device 0). On CUDA the clock is
 read after ``torch.cuda.synchronize()``, peak memory is ``torch.cuda.max_memory_allocated``
@@ -40,7 +53,7 @@ updates and one extra beam batch: on CUDA the time kernels run, on the CPU the t
 inside torch operators (``bench_device.py``).
 
 Usage: python scripts/bench/benchmark_speed.py [--sizes 2x256 4x1000] [--repeats 3]
-       [--device cuda] [--precisions float32 fp16 bf16] [--shape paper] [--busy]
+       [--device cuda] [--precisions float32 fp16 bf16] [--shape paper|numbers] [--busy] [--cli]
        [--before PATH]   # also each of our systems from the checkout at PATH, as NAME@before
 This takes long (13 min on the project's 2 CPU cores for docs/speed.md's first command,
 55 min with every system and the upper bounds it had until 9944ee3); it is a benchmark,
@@ -106,6 +119,8 @@ SHAPES = {
                  "sizes": ["2x256", "4x1000"]},
     "paper": {"max_tokens": None, "max_sentences": 128, "gen_batch": 128, "out_len": 30,
               "sizes": ["4x1000"]},
+    "numbers": {"max_tokens": 3000, "max_sentences": None, "gen_batch": 64, "out_len": 20,
+                "sizes": ["4x16"]},
 }
 PAPER_LENGTHS = (25, 35)  # words per source sentence (uniform), EOS not counted
 BUSY_MEANS = {"cuda": "the GPU runs kernels", "cpu": "the CPU is inside torch operators"}
@@ -169,6 +184,24 @@ def prepare_data(data, work):
                     "--trainpref", os.path.join(work, "train.sp"),
                     "--validpref", os.path.join(work, "valid.sp"),
                     "--testpref", os.path.join(work, "test.sp"), "--destdir", bin_dir],
+                   check=True, capture_output=True)
+    return bin_dir
+
+
+def make_numbers(work):
+    """run.sh's synthetic number corpus (30,000 training pairs, seed 1; a test set of 2,000, four
+    times run.sh's, so that the end-to-end beam rate is not a few batches'), binarized with one
+    joint dictionary as run.sh does (cached)."""
+    bin_dir = os.path.join(work, "numbers", "bin")
+    if os.path.exists(os.path.join(bin_dir, "test.en-de.de.bin")):
+        return bin_dir
+    raw = os.path.join(work, "numbers", "raw")
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "data", "make_number_corpus.py"), "--out", raw,
+                    "--test", "2000"], check=True, capture_output=True)
+    subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-preprocess"), "-s", "en", "-t", "de",
+                    "--joined-dictionary", "--workers", "2", "--destdir", bin_dir,
+                    *[arg for split in ("train", "valid", "test")
+                      for arg in (f"--{split}pref", os.path.join(raw, split))]],
                    check=True, capture_output=True)
     return bin_dir
 
@@ -325,6 +358,91 @@ def worker_generate(spec):
     return result
 
 
+def user_dir(spec):
+    """``--user-dir`` of our systems (fairseq's ``lstm`` runs as fairseq has it)."""
+    return [] if spec["arch"] == "lstm" else ["--user-dir", os.path.join(PLUGIN_REPO, "fairseq_luong")]
+
+
+def cli_argv(spec, save_dir):
+    """fairseq-train's command line for a worker's system (``load``'s options, as a user gives them)."""
+    return [spec["bin"], *user_dir(spec), "--task", "translation", "--arch", spec["arch"], *spec["flags"],
+            *shape_flags(spec["shape"]), "--criterion", spec["criterion"], "--label-smoothing", "0.1", "--seed", "1",
+            "--optimizer", "adam", "--lr", "0.001", "--num-workers", "0", *PRECISION_FLAGS[spec["precision"]],
+            *(["--cpu"] if spec["device"] == "cpu" else []), "--save-dir", save_dir]
+
+
+class LogRecords:
+    """The messages fairseq's commands log while it is installed (``logging`` handler)."""
+
+    def __enter__(self):
+        import logging
+
+        self.messages, self.handler = [], logging.Handler()
+        self.handler.emit = lambda record: self.messages.append(record.getMessage())
+        logging.getLogger().addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        import logging
+
+        logging.getLogger().removeHandler(self.handler)
+
+
+def run_cli(module, argv):
+    """fairseq's command ``module`` (fairseq_cli.train, .generate) with ``argv``, in this process;
+    the messages it logged."""
+    import importlib
+
+    command = importlib.import_module(module)
+    old = sys.argv
+    sys.argv = [module.split(".")[-1]] + argv
+    try:
+        with LogRecords() as log:
+            command.cli_main()
+    finally:
+        sys.argv = old
+    return log.messages
+
+
+def worker_train_cli(spec):
+    """fairseq-train's own words/s (target tokens/s) over ``updates`` updates after as many untimed:
+    its log's intervals of the timed half, the whole loop of fairseq-train included."""
+    import shutil
+
+    updates = spec["updates"]
+    save_dir = spec["save_dir"]
+    shutil.rmtree(save_dir, ignore_errors=True)  # fairseq-train would resume the last repetition's
+    messages = run_cli("fairseq_cli.train", cli_argv(spec, save_dir) + [
+        "--max-update", str(2 * updates), "--log-interval", str(updates), "--log-format", "simple",
+        "--disable-validation", "--no-epoch-checkpoints", "--save-interval-updates", "0"])
+    wps = [float(m) for line in messages if "num_updates=" in line for m in re.findall(r"\bwps=([\d.]+)", line)]
+    if len(wps) < 2:
+        raise RuntimeError(f"fairseq-train logged {len(wps)} intervals of words/s, not 2: {messages[-5:]}")
+    return {"tokens_per_s": wps[1], "peak_mb": DeviceClock(spec["device"]).peak_mb()}
+
+
+def worker_generate_cli(spec):
+    """fairseq-generate's own sentences/s (beam 5, the whole test set) with the checkpoint the
+    training worker saved."""
+    checkpoint = os.path.join(spec["save_dir"], "checkpoint_last.pt")
+    if spec["arch"] == "lstm":  # fairseq alone loads its checkpoints only if torch is told their one class
+        import argparse as namespace_module  # (torch >= 2.6 loads with weights_only; the plugin allowlists it)
+
+        import torch
+
+        torch.serialization.add_safe_globals([namespace_module.Namespace])
+    argv = [spec["bin"], *user_dir(spec), "--path", checkpoint, "--gen-subset", "test", "--beam", "5",
+        "--batch-size", str(spec["gen_batch"]),
+        "--max-len-a", "0", "--max-len-b", str(spec["out_len"]), "--min-len", str(spec["out_len"]),
+        "--num-workers", "0", "--quiet", *PRECISION_FLAGS[spec["precision"]],
+        *(["--cpu"] if spec["device"] == "cpu" else [])]
+    messages = run_cli("fairseq_cli.generate", argv)
+    rates = [float(m) for line in messages for m in re.findall(r"\(([\d.]+) sentences/s", line)]
+    if not rates:
+        raise RuntimeError(f"fairseq-generate logged no sentences/s: {messages[-5:]}")
+    return {"sentences_per_s": rates[-1], "peak_mb": DeviceClock(spec["device"]).peak_mb()}
+
+
 # ---------------------------------------------------------------- FLOPs
 
 
@@ -403,7 +521,10 @@ def run_worker_main(spec):
     global PLUGIN_REPO
     PLUGIN_REPO = spec["repo"]
     torch.set_num_threads(spec["threads"])
-    res = worker_train(spec) if spec["kind"] == "train" else worker_generate(spec)
+    if spec.get("cli"):
+        res = worker_train_cli(spec) if spec["kind"] == "train" else worker_generate_cli(spec)
+    else:
+        res = worker_train(spec) if spec["kind"] == "train" else worker_generate(spec)
     print(json.dumps(res))
 
 
@@ -435,6 +556,8 @@ def parse(argv):
     parser.add_argument("--gemm-size", type=int, help="the square GEMM of %% GEMM peak (default 8192 on CUDA, 4096 "
                         "on the CPU); smaller is quicker and gives a lower peak")
     parser.add_argument("--skip-train", action="store_true", help="translation columns only")
+    parser.add_argument("--cli", action="store_true", help="end to end: fairseq-train's and fairseq-generate's own "
+                        "rates, each command in the worker's process as a user runs it (the module docstring)")
     parser.add_argument("--before", metavar="PATH",
                         help="also run each of our systems from the fairseq_luong checkout "
                         "at PATH (e.g. a git worktree of the commit before a change) as NAME@before, "
@@ -452,6 +575,9 @@ def parse(argv):
                      "measured against in the same run")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device here")
+    if args.cli and (args.busy or args.skip_train):
+        parser.error("--cli: fairseq-generate translates with the checkpoint fairseq-train saved, and neither "
+                     "command is profiled: leave out --busy and --skip-train")
     if args.shape == "paper" and args.vocab < 100:
         parser.error(f"--vocab {args.vocab}: at least 100 (fairseq's four special symbols among them)")
     args.sizes = args.sizes or SHAPES[args.shape]["sizes"]
@@ -460,7 +586,8 @@ def parse(argv):
             parser.error(f"--sizes {size}: LAYERSxHIDDEN, e.g. 4x1000")
     args.out_len = args.out_len or SHAPES[args.shape]["out_len"]
     args.gen_batch = args.gen_batch or SHAPES[args.shape]["gen_batch"]
-    args.busy_steps = args.busy_steps if (args.device == "cuda" if args.busy is None else args.busy) else 0
+    busy = args.device == "cuda" and not args.cli if args.busy is None else args.busy
+    args.busy_steps = args.busy_steps if busy else 0
     if args.before:
         if not os.path.isdir(os.path.join(args.before, "fairseq_luong")):
             parser.error(f"--before {args.before}: no fairseq_luong/ there")
@@ -492,6 +619,8 @@ def main(argv=None):
         n_train = batch * (train_batches(max(args.updates), args.busy_steps) + 1)
         n_test = args.gen_batch * beam_batches(max(args.gen_sentences), args.gen_batch)
         bin_dir = make_paper_shape(args.work, args.vocab, n_train, n_test)
+    elif args.shape == "numbers":
+        bin_dir = make_numbers(args.work)
     else:
         bin_dir = prepare_data(args.data, args.work)
     vocab, src_per_tgt, src_len = data_stats(bin_dir)
@@ -504,7 +633,8 @@ def main(argv=None):
           f"% GEMM peak uses the best) " + show(peaks)
           + (f"; busy: the share of wall time {BUSY_MEANS[args.device]} over {args.busy_steps} profiled "
              f"update{'s' if args.busy_steps != 1 else ''} / one beam batch" if busy else "")
-          + (f"; @before: {before_name(args.before)}" if args.before else ""), flush=True)
+          + (f"; @before: {before_name(args.before)}" if args.before else "")
+          + ("; end to end: fairseq-train's and fairseq-generate's own rates (--cli)" if args.cli else ""), flush=True)
     columns = ["size", "precision", "system", "loss", "train tok/s", "ratio", "ratio range", "train peak MB",
                "% GEMM peak"] + (["train busy"] if busy else []) + \
         ["beam-5 sent/s", "ratio", "ratio range", "gen peak MB"] + (["gen busy"] if busy else [])
@@ -516,18 +646,20 @@ def main(argv=None):
         sentences = args.gen_sentences[min(k, len(args.gen_sentences) - 1)]
         for precision in args.precisions:
             common = {"threads": args.threads, "before": args.before, "device": args.device,
-                      "precision": precision, "shape": args.shape, "busy_steps": args.busy_steps}
+                      "precision": precision, "shape": args.shape, "busy_steps": args.busy_steps, "cli": args.cli}
             train = {n: [] for n in args.systems}
             gen = {n: [] for n in args.systems}
             for _ in range(args.repeats):
                 for name in args.systems:  # alternate the systems
+                    # --cli: the checkpoint fairseq-train saves is the one fairseq-generate reads
+                    saved = {"save_dir": os.path.join(args.work, "cli", f"{name}_{size}_{precision}")}
                     if not args.skip_train:
                         train[name].append(run_worker("train", bin_dir, name, layers, hidden,
-                                                      {"updates": updates, **common}))
+                                                      {"updates": updates, **saved, **common}))
                     if base_name(name) not in TRAIN_ONLY:
                         gen[name].append(run_worker("generate", bin_dir, name, layers, hidden,
                                                     {"sentences": sentences, "out_len": args.out_len,
-                                                     "gen_batch": args.gen_batch, **common}))
+                                                     "gen_batch": args.gen_batch, **saved, **common}))
             again = gemm_peak(clock, DTYPES[precision], args.threads, args.gemm_size)
             peaks[precision] = again and max(peaks[precision], again)
             for name in args.systems:
