@@ -114,6 +114,7 @@ def test_repair_c1_gives_the_windows_1252_character_and_keeps_every_line():
     assert repair_c1("Stra\u00dfe \u2013 \u65e5\u672c\t\x7f") == "Stra\u00dfe \u2013 \u65e5\u672c\t\x7f"
 
 
+@pytest.mark.skipif(not (WMT_SAMPLE / "train.en").exists(), reason=f"no {WMT_SAMPLE}")
 def test_wmt_c1_mojibake_names_both_ways_past_it_and_repair_c1_clears_it(tmp_path):
     """On ../shared/data/wmt_sample_en_de (11 problems on 9 of 10,000 lines): each error names
     scripts/data/repair_c1.py and --control-characters keep, a last line counts them, and the
