@@ -79,7 +79,8 @@ class GlobalSteps:
             self.positions = self.score.slot_positions(positions)
         # added to the scores: 0, or -inf where a slot gets no weight (bsz x srclen)
         self.bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask, float("-inf"))
-        self.plan = MemoryPlan(mask.size(1), max(self.values.size(-1), self.keys.size(-1)), dtype, mask.device)
+        self.width = max(self.values.size(-1), self.keys.size(-1))  # numbers a slot, as a plan reads them
+        self.plan = MemoryPlan(mask.size(1), self.width, dtype, mask.device)
         self._slots: Dict[int, Slots] = {}  # by rows: the memory's views of a row count
         self.saved: list = []  # per step
         self.weights: List[Tensor] = []  # per step, rows x srclen (need_weights)
@@ -163,7 +164,6 @@ class LocalSteps(GlobalSteps):
 
     def __init__(self, attention: LocalAttention, memory: SourceMemory, dtype, save, need_weights, step0: int):
         super().__init__(attention, memory, dtype, save, need_weights)
-        self.plan_width = max(self.values.size(-1), self.keys.size(-1))
         self.attention = attention
         self.predictive = isinstance(attention, LocalPAttention)
         if self.predictive:
@@ -182,7 +182,7 @@ class LocalSteps(GlobalSteps):
         else:
             # each row's first slot in the flattened memory: bsz
             self.row_base = torch.arange(bsz, device=self.bias.device) * srclen + memory.start
-            self.window_plan = MemoryPlan(attention.offsets.numel(), self.plan_width, dtype, self.bias.device)
+            self.window_plan = MemoryPlan(attention.offsets.numel(), self.width, dtype, self.bias.device)
 
     def begin_backward(self):
         super().begin_backward()
