@@ -41,10 +41,9 @@ def test_on_cuda_the_clock_is_read_after_the_gpu_has_finished_and_memory_is_the_
     faked here (the calls are recorded); on the CPU nothing of CUDA is called."""
     dev = load_bench("bench_device")
     calls = []
-    fake_cuda = types.SimpleNamespace(synchronize=lambda: calls.append("synchronize"),
-                                      max_memory_allocated=lambda: 3 * 2**20,
-                                      get_device_name=lambda index=0: f"NVIDIA H100 80GB HBM3 ({index})")
-    monkeypatch.setattr(dev, "torch", types.SimpleNamespace(cuda=fake_cuda, get_num_threads=torch.get_num_threads))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("synchronize"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 3 * 2**20)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: f"NVIDIA H100 80GB HBM3 ({index})")
     monkeypatch.setattr(dev, "time", types.SimpleNamespace(perf_counter=lambda: calls.append("clock") or 7.0))
     gpu = dev.DeviceClock("cuda")
     assert gpu.now() == 7.0 and calls == ["synchronize", "clock"]
@@ -120,25 +119,27 @@ def test_the_papers_shape_is_a_50k_style_vocabulary_and_batches_of_128_sentences
 
 
 @pytest.mark.full
-def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_shares(tmp_path):
-    """benchmark_speed.py end to end (tiny sizes, Luong et al.'s shape written small): one row
-    per precision and system, and with --before PATH each of our systems again from the plugin at
-    PATH (here this checkout); every ratio is the row's rate over fairseq's lstm's in the same
-    block; the device, torch, commit and PATH in the header, the busy shares as percentages.
-    (--bf16 runs in test_gpu_session.py's CPU stand-in session, through the same benchmark.)"""
-    proc = bench(*TINY_SPEED, "--precisions", "float32", "fp16", "--systems", "lstm", "luong_global_general",
+def test_the_speed_benchmark_runs_on_the_cpu_with_busy_shares_and_a_checkout_before(tmp_path):
+    """benchmark_speed.py end to end (tiny sizes, Luong et al.'s shape written small) in float32:
+    one row per system, and with --before PATH each of our systems again from the plugin at PATH
+    (here this checkout); every ratio is the row's rate over fairseq's lstm's in the same block;
+    the device, torch, commit and PATH in the header, the busy shares as percentages. (--fp16 runs
+    in test_gpu_paths.py's gpu_check --no-checks, --bf16 in test_gpu_session.py's CPU stand-in,
+    both through the same benchmark.)"""
+    proc = bench(*TINY_SPEED, "--precisions", "float32", "--systems", "lstm", "luong_global_general",
                  "--before", REPO, "--busy", "--busy-steps", 1, "--work", tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("# device CPU, 1 thread, torch ") and " commit " in lines[0]
-    assert "float32 " in lines[0] and "fp16 - (no fast GEMM kernel on the CPU)" in lines[0]
+    assert "GEMM peak at start (GFLOP/s, best of 8, measured again after each size: % GEMM peak uses the best) " \
+        "float32 " in lines[0]
     assert lines[0].endswith(f"; @before: {REPO} (commit {load_bench('bench_device').commit(str(REPO))})")
     header = [c.strip() for c in lines[1].strip("|").split("|")]
     assert header[:3] == ["size", "precision", "system"] and "train busy" in header and "gen busy" in header
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[3:] if line.startswith("| 1x16")]
     rows = [dict(zip(header, c)) for c in cells]  # "ratio": beam search's (the second column of that name)
     assert [(r["precision"], r["system"]) for r in rows] == [
-        (p, s) for p in ("float32", "fp16") for s in ("lstm", "luong_global_general", "luong_global_general@before")]
+        ("float32", s) for s in ("lstm", "luong_global_general", "luong_global_general@before")]
     # one repetition: each ratio is the row's rate over lstm's of its block, its range that ratio alone
     train_ratio, gen_ratio = [i for i, c in enumerate(header) if c == "ratio"]
     for row in cells:
@@ -150,7 +151,7 @@ def test_the_speed_benchmark_runs_on_the_cpu_in_float32_and_fp16_with_busy_share
     for row in rows:
         for cell in (row["train busy"], row["gen busy"]):
             assert cell.endswith("%") and 0 < int(cell[:-1]) <= 100, row
-    assert rows[0]["% GEMM peak"].endswith("%") and rows[-1]["% GEMM peak"] == "-"  # no float16 CPU peak
+        assert row["% GEMM peak"].endswith("%"), row  # of a 1 x 16 model: a few per cent at most
     # the peak of --gemm-size's products (512: 0.02 s; the CPU default 4096 takes 13 s in float32)
     assert lines[-1].startswith("# GEMM peak of 512 x 512 products, best seen (GFLOP/s): float32 ")
 

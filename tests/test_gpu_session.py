@@ -137,11 +137,12 @@ def test_gpu_check_finds_fairseqs_commands_on_path_and_the_commit_without_git(tm
     assert bench_device.commit(str(tmp_path)) == bench_device.commit() == "abc1234"
 
 
-@pytest.mark.full
 def test_the_session_names_the_commit_whose_files_it_has(tmp_path):
-    """gpu_session.sh names .whl/COMMIT's commit only when the copy's files are the ones
-    gpu_wheels.sh saw (their digest), whatever the copy's .git says: on 2026-11-27 the device
-    tool's copy held the files of one commit and the .git of an older one."""
+    """gpu_session.sh names .whl/COMMIT's commit (bench_device.session_commit) only when the
+    copy's files are the ones gpu_wheels.sh saw (their digest), whatever the copy's .git says:
+    on 2026-11-27 the device tool's copy held the files of one commit and the .git of an older
+    one. (The session's log line with it: test_the_session_runs_with_the_cpu_standing_in.)"""
+    bench_device = load_bench("bench_device")
     copy = tmp_path / "copy"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(REPO), str(copy)], check=True)
     for name in subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard"],
@@ -150,28 +151,22 @@ def test_the_session_names_the_commit_whose_files_it_has(tmp_path):
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             (copy / name).write_bytes((REPO / name).read_bytes())
     subprocess.run(["git", "-C", str(copy), "reset", "-q", "HEAD~1"], check=True)  # ... under an older .git
+    older = subprocess.run(["git", "-C", str(copy), "rev-parse", "--short", "HEAD"], capture_output=True,
+                           text=True).stdout.strip()
+    assert bench_device.session_commit(str(copy)) == f"{older} with uncommitted changes"  # no .whl/COMMIT: git's
     (copy / ".whl").mkdir()
-    digest = subprocess.run([sys.executable, str(BENCH / "bench_device.py"), "--digest"], capture_output=True,
-                            text=True, check=True, cwd=REPO).stdout.strip()
-    assert re.fullmatch(r"[0-9a-f]{16}", digest)
-
-    def named(recorded):
-        (copy / ".whl" / "COMMIT").write_text(recorded)
-        proc = subprocess.run(["bash", str(copy / "scripts/bench/gpu_session.sh"), "--cpu-stand-in", "--speed",
-                               "none", "--budget", "1"], capture_output=True, text=True, cwd=copy,
-                              env=dict(ENV, OUT=str(tmp_path / "out")))
-        return re.search(r"commit: (.*)", proc.stdout + proc.stderr).group(1)
-
-    assert named(f"abc1234\nfiles {digest}\n") == "abc1234"
-    other = named("abc1234\nfiles 0123456789abcdef\n")
-    assert other.startswith(subprocess.run(["git", "-C", str(copy), "rev-parse", "--short", "HEAD"],
-                                           capture_output=True, text=True).stdout.strip() + " with uncommitted changes")
-    assert f"files {digest}; .whl/COMMIT: abc1234, files 0123456789abcdef" in other
+    digest = bench_device.checkout_digest(str(copy))
+    assert re.fullmatch(r"[0-9a-f]{16}", digest) and digest == bench_device.checkout_digest(str(REPO))
+    (copy / ".whl" / "COMMIT").write_text(f"abc1234\nfiles {digest}\n")
+    assert bench_device.session_commit(str(copy)) == "abc1234"
+    (copy / ".whl" / "COMMIT").write_text("abc1234\nfiles 0123456789abcdef\n")
+    assert bench_device.session_commit(str(copy)) == (f"{older} with uncommitted changes (files {digest}; "
+                                                      ".whl/COMMIT: abc1234, files 0123456789abcdef)")
 
 
 @pytest.mark.full
 def test_the_session_runs_with_the_cpu_standing_in(tmp_path):
-    """gpu_session.sh --cpu-stand-in end to end (about 2.5 min on 2 cores): every check of
+    """gpu_session.sh --cpu-stand-in end to end (about 2 min on 2 cores): every check of
     gpu_check.py passes and its speed table follows (a tiny one), so its plumbing cannot rot
     before a GPU runs it; the results are at most 8 files under $OUT, and each module that any
     of its Python processes loaded comes from the GPU machine's packages or the wheels."""
@@ -196,17 +191,17 @@ def test_the_session_runs_with_the_cpu_standing_in(tmp_path):
         "one process per GPU (torchrun, nccl)": "n/a", "speed table (benchmark_speed.py)": "PASS"}, rows
     log = (out / "gpu_session.log").read_text()
     assert "fairseq_luong registered" in log and "100 of 100 test translations identical" in log
+    assert re.search(r"^date: .*; commit: (.*)$", log, re.M).group(1) == load_bench("bench_device").session_commit()
     assert (out / "gpu_check.md").read_text().startswith("| check | result | numbers |  (device CPU (standing in for "
                                                           "a GPU)")
     # then benchmark_speed.py's table on the same device, with the command that made it
     table = json.loads((out / "gpu_check.json").read_text())["speed"]
     assert table["command"].startswith("scripts/bench/benchmark_speed.py --shape paper") and " --device cpu " in (
         table["command"])
-    assert [line.split(" | ")[1:3] for line in table["table"] if line.startswith("| 1x16")] == [
-        ["bf16", "lstm"], ["bf16", "luong_global_general"]]
+    assert [line.split(" | ")[1:3] for line in table["table"] if line.startswith("| 1x16")] == [["bf16", "lstm"]]
     assert "\n".join(table["table"]) in log
     with tarfile.open(out / "gpu_check_logs.tar.gz") as tar:
-        assert {"./float32_cpu.log", "./generate_device.log", "./speed.log"} <= set(tar.getnames())
+        assert {"./float32_cpu.log", "./generate_cpu.log", "./speed.log"} <= set(tar.getnames())
     # the imports of every process: gpu_check.py, fairseq's commands, benchmark_speed.py's workers
     dumps = [json.loads(p.read_text()) for p in trace.iterdir()]
     assert len(dumps) >= 10
@@ -217,12 +212,13 @@ def test_the_session_runs_with_the_cpu_standing_in(tmp_path):
 @pytest.mark.full
 def test_the_session_stopped_by_its_budget_keeps_what_it_did(tmp_path):
     """--budget stops gpu_check.py (status 124) and the logs written so far still come back: every
-    log in the work folder, whatever step the budget reached (the whole stand-in takes 136 s or
-    more on 2 cores, so 40 s always stops it; beside a study, preparing the data alone once took
-    more than 25 s, so the logs are compared with what was written, not with a fixed step; beside
-    three trainings 40 s once wrote no log at all, so a budget that stopped it before any log is
-    doubled, at most twice: 80 s wrote nothing only where the whole takes far more than 160 s)."""
-    for budget in (40, 80, 160):
+    log in the work folder, whatever step the budget reached (the whole stand-in takes over 100 s
+    on 2 cores, so 20 s always stops it; its first log comes after the data are prepared, about
+    8 s on a quiet machine, but beside a study preparing them once took more than 25 s, so the logs
+    are compared with what was written, not with a fixed step, and a budget that stopped it before
+    any log is doubled, at most three times: 80 s wrote nothing only where the whole takes far more
+    than 160 s)."""
+    for budget in (20, 40, 80, 160):
         out, work = tmp_path / str(budget) / "out", tmp_path / str(budget) / "work"
         proc = subprocess.run(["bash", str(BENCH / "gpu_session.sh"), "--cpu-stand-in", "--budget", str(budget),
                                "--work", str(work)], capture_output=True, text=True, env=dict(ENV, OUT=str(out)))

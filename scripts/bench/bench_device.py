@@ -8,7 +8,8 @@ context). ``busy_fraction`` is the share of a profiled stretch of wall time the 
 was executing: on CUDA the union of kernel, memcpy and memset intervals in a
 ``torch.profiler`` trace; on the CPU, standing in, the union of torch operator intervals
 (what is not covered is Python, fairseq and waiting). ``commit`` names the code a number
-belongs to.
+belongs to. torch is imported where it is used: a script that only refuses its options, or
+names a commit, starts in a fraction of a second.
 """
 import json
 import os
@@ -17,9 +18,15 @@ import subprocess
 import tempfile
 import time
 
-import torch
+PRECISIONS = ("float32", "fp16", "bf16")  # fairseq's default, --fp16, --bf16
 
-DTYPES = {"float32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+def dtype(precision):
+    """The torch dtype of a PRECISIONS name."""
+    import torch
+
+    return {"float32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+
 # trace categories that are the device working (torch.profiler's chrome trace)
 BUSY_CATEGORIES = {"cuda": {"kernel", "gpu_memcpy", "gpu_memset"}, "cpu": {"cpu_op"}}
 
@@ -35,6 +42,8 @@ class DeviceClock:
     def sync(self):
         """Wait until the device has finished what was queued."""
         if self.device == "cuda":
+            import torch
+
             torch.cuda.synchronize()
 
     def now(self):
@@ -44,10 +53,14 @@ class DeviceClock:
 
     def peak_mb(self):
         if self.device == "cuda":
+            import torch
+
             return torch.cuda.max_memory_allocated() / 2**20
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
     def name(self, threads=None):
+        import torch
+
         if self.device == "cuda":
             return torch.cuda.get_device_name(0)
         n = threads or torch.get_num_threads()
@@ -97,18 +110,20 @@ def gemm_size(device, n=None):
     return n or (8192 if device == "cuda" else 4096)
 
 
-def gemm_peak(clock, dtype=torch.float32, threads=None, n=None):
+def gemm_peak(clock, precision="float32", threads=None, n=None):
     """The best rate of a large square matrix product on the device, GFLOP/s (best of 8); None
     for float16 on the CPU, where torch has no fast matrix product (about 1 GFLOP/s here) but
     the models' float16 layers run faster than that: no peak to compare them with. n: the
     matrices' size (gemm_size)."""
-    if clock.device == "cpu" and dtype == torch.float16:
+    import torch
+
+    if clock.device == "cpu" and precision == "fp16":
         return None
     if threads:
         torch.set_num_threads(threads)
     n = gemm_size(clock.device, n)
-    a = torch.randn(n, n, device=clock.device).to(dtype)
-    b = torch.randn(n, n, device=clock.device).to(dtype)
+    a = torch.randn(n, n, device=clock.device).to(dtype(precision))
+    b = torch.randn(n, n, device=clock.device).to(dtype(precision))
     a @ b
     times = []
     for _ in range(8):
@@ -135,8 +150,11 @@ def commit(repo=REPO):
     """The checkout's short commit, marked when tracked files differ from it. On the GPU machine
     scripts/bench/gpu_session.sh passes on the commit it verified (FAIRSEQ_LUONG_COMMIT): the
     device tool's copy may hold a .git of another commit than its files (seen on 2026-11-27)."""
-    if os.environ.get("FAIRSEQ_LUONG_COMMIT"):
-        return os.environ["FAIRSEQ_LUONG_COMMIT"]
+    return os.environ.get("FAIRSEQ_LUONG_COMMIT") or git_commit(repo)
+
+
+def git_commit(repo=REPO):
+    """The short commit git names for the checkout at REPO, marked when tracked files differ."""
     head = _git(repo, "rev-parse", "--short", "HEAD").strip()
     if not head:
         return "?"
@@ -161,7 +179,27 @@ def checkout_digest(repo=REPO):
     return digest.hexdigest()[:16]
 
 
+def session_commit(repo=REPO):
+    """The commit a GPU session names (scripts/bench/gpu_session.sh): .whl/COMMIT's, written by
+    gpu_wheels.sh beside the checkout, when this copy's files are the ones it saw (their
+    checkout_digest, its second line); else git's here, marked with both digests (the copy's
+    .git may be another commit's: on 2026-11-27 the device tool's copy held the files of one
+    commit and the .git of an older one)."""
+    try:
+        with open(os.path.join(repo, ".whl", "COMMIT"), encoding="utf-8") as f:
+            recorded, recorded_files = (f.read().splitlines() + ["", ""])[:2]
+    except OSError:
+        recorded = recorded_files = ""
+    here = git_commit(repo)
+    if not recorded:
+        return here
+    digest = checkout_digest(repo)
+    if digest != "?" and recorded_files == f"files {digest}":
+        return recorded
+    return f"{here} (files {digest}; .whl/COMMIT: {recorded}, {recorded_files})"
+
+
 if __name__ == "__main__":  # scripts/bench/gpu_wheels.sh and gpu_session.sh
     import sys
 
-    print({"--commit": commit, "--digest": checkout_digest}[sys.argv[1]]())
+    print({"--commit": commit, "--digest": checkout_digest, "--session-commit": session_commit}[sys.argv[1]]())

@@ -67,7 +67,7 @@ import statistics
 import subprocess
 import sys
 
-from bench_device import DTYPES, DeviceClock, busy_fraction, commit, gemm_peak, gemm_size
+from bench_device import PRECISIONS, DeviceClock, busy_fraction, commit, dtype, gemm_peak, gemm_size
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/bench/..
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "multi30k_en_de")
@@ -335,7 +335,7 @@ def worker_generate(spec):
     clock = DeviceClock(spec["device"])
     _, task, model = load(spec)
     if spec["precision"] != "float32":  # fairseq-generate halves models for --fp16, the plugin
-        model.to(DTYPES[spec["precision"]])  # converts them to bfloat16 for --bf16
+        model.to(dtype(spec["precision"]))  # converts them to bfloat16 for --bf16
     model.to(spec["device"])
     model.eval()
     model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
@@ -537,7 +537,7 @@ def parse(argv):
                         help="multi30k: real data; paper: Luong et al.'s shape, synthetic")
     parser.add_argument("--vocab", type=int, default=50000, help="joint vocabulary of --shape paper")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: device 0")
-    parser.add_argument("--precisions", nargs="+", choices=list(DTYPES), default=["float32"],
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=["float32"],
                         help="fairseq's float32, --fp16, --bf16: each a block of the table")
     parser.add_argument("--sizes", nargs="+", help="LAYERSxHIDDEN (default: the shape's)")
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS),
@@ -566,15 +566,16 @@ def parse(argv):
     args = parser.parse_args(argv)
     if args.worker:
         return args
-    import torch
-
     # every ratio is against its reference in the same run: refused now, not after the measurements
     missing = sorted({REFERENCE.get(n, "lstm") for n in args.systems} - set(args.systems))
     if missing:
         parser.error(f"--systems {' '.join(args.systems)}: add {' '.join(missing)}, the reference the ratios are "
                      "measured against in the same run")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device here")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device here")
     if args.cli and (args.busy or args.skip_train):
         parser.error("--cli: fairseq-generate translates with the checkpoint fairseq-train saved, and neither "
                      "command is profiled: leave out --busy and --skip-train")
@@ -625,7 +626,7 @@ def main(argv=None):
         bin_dir = prepare_data(args.data, args.work)
     vocab, src_per_tgt, src_len = data_stats(bin_dir)
     clock = DeviceClock(args.device)
-    peaks = {p: gemm_peak(clock, DTYPES[p], args.threads, args.gemm_size) for p in args.precisions}
+    peaks = {p: gemm_peak(clock, p, args.threads, args.gemm_size) for p in args.precisions}
     busy = args.busy_steps > 0
     print(f"# device {clock.name(args.threads)}, torch {torch.__version__}, commit {commit()}; shape {args.shape}: "
           f"vocab {vocab}, {src_per_tgt:.2f} source tokens per target token; medians of {args.repeats} "
@@ -660,7 +661,7 @@ def main(argv=None):
                         gen[name].append(run_worker("generate", bin_dir, name, layers, hidden,
                                                     {"sentences": sentences, "out_len": args.out_len,
                                                      "gen_batch": args.gen_batch, **saved, **common}))
-            again = gemm_peak(clock, DTYPES[precision], args.threads, args.gemm_size)
+            again = gemm_peak(clock, precision, args.threads, args.gemm_size)
             peaks[precision] = again and max(peaks[precision], again)
             for name in args.systems:
                 print(f"| {size} | {precision} | {name} | "

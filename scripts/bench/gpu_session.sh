@@ -5,7 +5,7 @@
 # Usage, from the repository root:
 #   bash scripts/bench/gpu_session.sh                 on the GPU machine (CUDA device 0)
 #   bash scripts/bench/gpu_session.sh --cpu-stand-in  the CPU stands in for the GPU, a tiny speed
-#                                                     table (what the tests run; about 2.5 min on 2 cores)
+#                                                     table (what the tests run; about 2 min on 2 cores)
 # Options: --speed "OPTIONS"  benchmark_speed.py's options for the speed table (default below;
 #                             none: no speed table)
 #          --budget SECONDS   gpu_check.py is stopped after this long (default 520); what it wrote
@@ -39,7 +39,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SPEED="--shape paper --sizes 4x1000 --precisions bf16 --repeats 1 --updates 20 --gen-sentences 256 \
 --systems lstm luong_global_general luong_global_general_no_feed"
 # the tests' tiny table (tests/test_gpu_paths.py)
-STAND_IN_SPEED="--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --systems lstm luong_global_general \
+STAND_IN_SPEED="--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --systems lstm \
 --repeats 1 --updates 2 --gen-sentences 8 --gen-batch 8 --busy --busy-steps 1 --threads 1 --gemm-size 512"
 PY="${PYTHON:-python3}"
 SITE="${GPU_SESSION_SITE:-/tmp/site}"
@@ -135,18 +135,9 @@ print(bin_path("fairseq-train"))')"
   echo "[gpu_session] fairseq's commands: $(dirname "$tool")/fairseq-* ($((SECONDS - t0)) s so far)"
 
   # the commit: .whl/COMMIT's when these files are the ones it was written beside (their digest),
-  # else git's here (the copy's .git may be another commit's), marked
-  local recorded="" recorded_files="" digest="" revision
-  if [[ -f .whl/COMMIT ]]; then
-    recorded="$(sed -n 1p .whl/COMMIT)" recorded_files="$(sed -n 2p .whl/COMMIT)"
-    digest="$("$PY" scripts/bench/bench_device.py --digest 2>/dev/null || echo '?')"
-  fi
-  if [[ -n "$recorded" && "$recorded_files" == "files $digest" && "$digest" != "?" ]]; then
-    revision="$recorded"
-  else
-    revision="$(FAIRSEQ_LUONG_COMMIT= "$PY" scripts/bench/bench_device.py --commit 2>/dev/null || echo '?')"
-    [[ -n "$recorded" ]] && revision+=" (files $digest; .whl/COMMIT: $recorded, $recorded_files)"
-  fi
+  # else git's here (the copy's .git may be another commit's), marked (bench_device.session_commit)
+  local revision
+  revision="$("$PY" scripts/bench/bench_device.py --session-commit 2>/dev/null || echo '?')"
   export FAIRSEQ_LUONG_COMMIT="$revision"
   {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); commit: $FAIRSEQ_LUONG_COMMIT"
