@@ -114,7 +114,7 @@ def gemm_peak(clock, precision="float32", threads=None, n=None):
     """The best rate of a large square matrix product on the device, GFLOP/s (best of 8); None
     for float16 on the CPU, where torch has no fast matrix product (about 1 GFLOP/s here) but
     the models' float16 layers run faster than that: no peak to compare them with. n: the
-    matrices' size (gemm_size)."""
+    matrices' size (gemm_size); precision: a PRECISIONS name."""
     import torch
 
     if clock.device == "cpu" and precision == "fp16":
@@ -122,8 +122,9 @@ def gemm_peak(clock, precision="float32", threads=None, n=None):
     if threads:
         torch.set_num_threads(threads)
     n = gemm_size(clock.device, n)
-    a = torch.randn(n, n, device=clock.device).to(dtype(precision))
-    b = torch.randn(n, n, device=clock.device).to(dtype(precision))
+    kind = dtype(precision)
+    a = torch.randn(n, n, device=clock.device).to(kind)
+    b = torch.randn(n, n, device=clock.device).to(kind)
     a @ b
     times = []
     for _ in range(8):

@@ -31,8 +31,8 @@ options instead (--speed none: no speed table; --no-checks: the table alone).
 With --device cpu the CPU stands in for the GPU: each side called the device is the CPU's own
 run (the same command), so the comparisons pass by construction and what is checked is that
 every command runs and every number is read. On a machine without CUDA, --device cuda says so
-in one line and checks nothing. The
-tables also go to --out as JSON, with the GPU's name, torch's version and the commit.
+in one line and checks nothing. The tables also go to --out as JSON, with the GPU's name,
+torch's version and the commit.
 """
 import argparse
 import json
@@ -177,32 +177,29 @@ class Checks:
         if status:
             self.add("loss on CPU and device (float32)", False, f"training failed: {self.path('float32_cpu.log')}")
             return
-        losses = []
-        for side, flags in self.sides():
+        def loss(side, flags):
             _, out = run([bin_path("fairseq-validate"), self.path("bin"), "--user-dir", USER_DIR, "--path", ckpt,
                           "--task", "translation", "--valid-subset", "test", "--batch-size", "50", *flags],
                          self.path(f"validate_{side}.log"))
             m = re.search(r"valid on 'test' subset \| loss ([\d.]+)", out)
-            losses.append(float(m.group(1)) if m else None)
-        if len(losses) == 1:  # the CPU standing in: the device's run is that very run
-            losses.append(losses[0])
-        ok = None not in losses and round(losses[0], 4) == round(losses[1], 4)
-        self.add("loss on CPU and device (float32)", ok, f"test loss {losses[0]} on the CPU, {losses[1]} on the device")
-        hyps = []
-        for side, flags in self.sides():
+            return float(m.group(1)) if m else None
+
+        def translations(side, flags):
             _, out = run([bin_path("fairseq-generate"), self.path("bin"), "--user-dir", USER_DIR, "--path", ckpt,
                           "--gen-subset", "test", "--beam", "5", "--batch-size", "50", *GEN_LEN, *flags],
                          self.path(f"generate_{side}.log"))
-            hyps.append({int(i): (float(score), text) for i, score, text in
-                         re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", out, re.M)})
-        if len(hyps) == 1:
-            hyps.append(hyps[0])
-        self.add("translations on CPU and device", *compare_translations(*hyps))
+            return {int(i): (float(score), text) for i, score, text in re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", out, re.M)}
 
-    def sides(self):
-        """(name, flags) of the CPU and the device; the CPU alone where it stands in for the device
-        (the same command: its run is the device's too)."""
-        return [("cpu", self.cpu_flags)] + ([("device", self.dev_flags)] if self.dev_flags != self.cpu_flags else [])
+        losses = self.on_both(loss)
+        ok = None not in losses and round(losses[0], 4) == round(losses[1], 4)
+        self.add("loss on CPU and device (float32)", ok, f"test loss {losses[0]} on the CPU, {losses[1]} on the device")
+        self.add("translations on CPU and device", *compare_translations(*self.on_both(translations)))
+
+    def on_both(self, fn):
+        """(fn's result on the CPU, on the device) for fn(side, flags); the CPU's twice where it
+        stands in for the device (the same command: its run is the device's too)."""
+        cpu = fn("cpu", self.cpu_flags)
+        return cpu, cpu if self.dev_flags == self.cpu_flags else fn("device", self.dev_flags)
 
     def precision(self):
         if self.dev_flags == self.cpu_flags and self.float32_cpu_losses:

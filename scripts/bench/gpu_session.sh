@@ -38,7 +38,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SPEED="--shape paper --sizes 4x1000 --precisions bf16 --repeats 1 --updates 20 --gen-sentences 256 \
 --systems lstm luong_global_general luong_global_general_no_feed"
-# the tests' tiny table (tests/test_gpu_paths.py)
+# --cpu-stand-in's tiny table: one row, fairseq's lstm (tests/test_gpu_session.py runs it)
 STAND_IN_SPEED="--shape paper --vocab 300 --sizes 1x16 --precisions bf16 --systems lstm \
 --repeats 1 --updates 2 --gen-sentences 8 --gen-batch 8 --busy --busy-steps 1 --threads 1 --gemm-size 512"
 PY="${PYTHON:-python3}"
