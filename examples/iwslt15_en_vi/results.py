@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The IWSLT'15 En-Vi results table: our systems beside the published ones (run.sh table).
+
+  results.py table [NAME=WORK/systems/NAME/final.json ...] --work WORK
+  results.py hyp FINAL_JSON SET      the chosen translation of SET (tst2012 or tst2013)
+
+Each system's final.json (run.sh eval) holds what was chosen on tst2012 (model, beam,
+length penalty) and a row per translation: set, beam, length penalty, --replace-unk, tokenised
+case-sensitive BLEU (sacreBLEU --tokenize none: the anchors' multi-bleu.perl) and sacreBLEU on
+Moses-detokenised text. The training's epochs, updates, hours and words per second come from
+its fairseq-train log. Needs neither fairseq nor torch.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("recipe_tools", os.path.join(HERE, "..", "common", "recipe_tools.py"))
+recipe_tools = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(recipe_tools)
+
+# The published results (issue 61; their papers and repositories): tokenised BLEU, case-sensitive,
+# vocabularies of the words seen >= 5 times. (system, tst2012 greedy, beam, tst2013 greedy, beam, settings)
+ANCHORS = [
+    ("Luong & Manning 2015 (Stanford)", None, None, None, 23.3, "the authors' own system"),
+    ("TensorFlow NMT tutorial", 23.2, 23.8, 25.5, 26.1,
+     "2 x 512 LSTM, bidirectional first layer, scaled Luong attention, dropout 0.2, SGD 1.0, 12K steps "
+     "of 128 sentences, beam 10"),
+    ("Joey NMT iwslt_envi_luong", 23.2, 23.8, 25.8, 26.5,
+     "Luong attention, input feeding, SGD 1.0 halved on plateau, beam 10"),
+]
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def row_of(final, set_name, beam, unk=False):
+    """The final.json row of SET at BEAM (the chosen length penalty; greedy: 1.0), or None."""
+    for r in final["rows"]:
+        if r["set"] == set_name and int(r["beam"]) == int(beam) and r["unk"] == ("1" if unk else "0"):
+            return r
+    return None
+
+
+def cmd_hyp(args):
+    final = load(args.final)
+    r = row_of(final, args.set, final["choice"]["beam"])
+    if r is None:
+        raise SystemExit(f"error: {args.final}: no {args.set} translation at the chosen beam")
+    print(r["hyp"])
+
+
+def training(work, name):
+    """Epochs, updates, hours and mean words per second of WORK/systems/NAME's training."""
+    path = os.path.join(work, "systems", name, "train.log")
+    if not os.path.exists(path):
+        return None
+    row = recipe_tools.system_row(work, name)
+    wps = [r.stats["wps"] for r in recipe_tools.package_module("analysis.training_log").read_training_log(path).train
+           if "wps" in r.stats]
+    return dict(epochs=row["epochs"], updates=row["updates"], hours=row["wall"] and row["wall"] / 60,
+                best_ppl=row["best_ppl"], params=row["params"], wps=sum(wps) / len(wps) if wps else None)
+
+
+def cell(x, spec=".2f"):
+    return "-" if x is None else format(x, spec)
+
+
+def cmd_table(args):
+    print("| system | tst2012 greedy | tst2012 beam | tst2013 greedy | tst2013 beam | tst2013 beam +unk "
+          "| tst2013 sacreBLEU (detok.) | chosen on tst2012 | epochs | hours | train words/s | settings |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, g12, b12, g13, b13, how in ANCHORS:
+        print(f"| {name} | {cell(g12, '.1f')} | {cell(b12, '.1f')} | {cell(g13, '.1f')} | {cell(b13, '.1f')} "
+              f"| - | - | - | - | - | - | {how} |")
+    for spec in args.systems:
+        name, _, path = spec.partition("=")
+        final = load(path)
+        choice = final["choice"]
+        beam = choice["beam"]
+        score = lambda s, b, unk=False, key="bleu": (lambda r: None if r is None else float(r[key]))(  # noqa: E731
+            row_of(final, s, b, unk))
+        t = training(args.work, name) or {}
+        chosen = f"model {choice['model']}, beam {beam}, lenpen {choice['lenpen']}"
+        print(f"| {name} | {cell(score('tst2012', 1))} | {cell(score('tst2012', beam))} | "
+              f"{cell(score('tst2013', 1))} | {cell(score('tst2013', beam))} | {cell(score('tst2013', beam, True))} | "
+              f"{cell(score('tst2013', beam, key='sacrebleu'))} | {chosen} | {cell(t.get('epochs'), 'd')} | "
+              f"{cell(t.get('hours'), '.2f')} | {cell(t.get('wps'), '.0f')} | this recipe (README.md) |")
+    print()
+    print("BLEU: sacreBLEU --tokenize none on the tokenised text, case-sensitive (multi-bleu.perl's, the "
+          "anchors'); greedy is beam 1. sacreBLEU (detok.): both sides Moses-detokenised, 13a. Everything "
+          "chosen on tst2012; tst2013 translated once per final model.")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("table", help="the results table")
+    p.add_argument("systems", nargs="*", metavar="NAME=FINAL_JSON")
+    p.add_argument("--work", required=True)
+    p = sub.add_parser("hyp", help="the chosen translation of a set")
+    p.add_argument("final")
+    p.add_argument("set", choices=("tst2012", "tst2013"))
+    args = parser.parse_args(argv)
+    {"table": cmd_table, "hyp": cmd_hyp}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
