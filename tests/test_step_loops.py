@@ -7,12 +7,15 @@ them against finite differences in float64, for every score, both ways local att
 its window, both ways rows are scheduled (padded steps skipped or not) and with dropout on,
 and every piece of a step against the autograd operations it replaces.
 """
+import gc
+import weakref
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from fairseq_luong.modules import step_kernels
+from fairseq_luong.modules import step_kernels, step_loop
 from tests.helpers import build_model, collate
 
 LUONG = ["--encoder-embed-dim", "3", "--encoder-hidden-size", "3", "--decoder-embed-dim", "2",
@@ -212,3 +215,37 @@ def test_weighted_sums_over_a_transposed_softmax_give_bmm_contiguous_weights(mon
         got = plan.weighted(weights, rows)
         assert torch.allclose(got, torch.einsum("bs,bsc->bc", weights, rows), atol=1e-5)
     assert seen == [True, True]
+
+
+@pytest.mark.parametrize("arch,extra", [("luong_global_general", []), ("luong_lstm", ["--no-attention"]),
+                                        ("rnnsearch_tiny", [])])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_a_training_step_keeps_nothing_after_its_backward(arch, extra, dropout):
+    """The loop's engine (and all it saved) is freed with the graph, by reference counting alone:
+    with the cyclic garbage collector off, nothing of a step survives its backward and ``del``.
+    At dropout 0 the engine used to keep the very tensor it returned (h~_t is the feed itself),
+    whose grad_fn held the engine: a cycle that only the collector could free."""
+    # targets of one length: every row every step, the loop returns its final states and feed
+    model, features, params, memory = decoder_function(arch, extra, (7, 4, 6), (3, 3, 3), dropout)
+    engines = []
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        real_forward = step_loop.StepLoop.forward
+
+        def recording(ctx, engine, *inputs):
+            engines.append(weakref.ref(engine))
+            return real_forward(ctx, engine, *inputs)
+
+        step_loop.StepLoop.forward = staticmethod(recording)
+        try:
+            out = features(*params, *memory)
+        finally:
+            step_loop.StepLoop.forward = staticmethod(real_forward)
+        out.sum().backward()
+        del out
+        assert len(engines) == 1 and engines[0]() is None, "the step loop's engine outlived its graph"
+    finally:
+        if was_enabled:
+            gc.enable()

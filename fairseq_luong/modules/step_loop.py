@@ -38,7 +38,11 @@ class StepLoop(torch.autograd.Function):
         ctx.set_materialize_grads(False)  # an unused output's gradient stays None
         ctx.engine, ctx.device = engine, inputs[0].device
         with _no_autocast(ctx.device):
-            return tuple(engine.forward())
+            # new tensor objects on the same memory: autograd gives *them* this node as grad_fn.
+            # An output the engine also keeps for its backward (h~_t is the feed itself at output
+            # dropout 0) would otherwise hold the node that holds the engine that holds it: a
+            # cycle that outlives the step until Python's cyclic collector runs
+            return tuple(x.detach() for x in engine.forward())
 
     @staticmethod
     @once_differentiable
