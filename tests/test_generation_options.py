@@ -18,7 +18,7 @@ from fairseq.search import DiverseBeamSearch
 
 import fairseq_luong  # noqa: F401  (applies the patches)
 from fairseq_luong.analysis.generate_output import read_nbest
-from fairseq_luong.errors import UserError
+from fairseq_luong.errors import ConfigError, UserError
 from fairseq_luong.fairseq_patches.generation_options import banned_ngram_completions
 from tests.helpers import (
     USER_DIR,
@@ -198,6 +198,37 @@ def test_options_beam_search_cannot_honour_are_refused_before_loading(tmp_path, 
     err = cli_error(command, [dict_dir(), "--user-dir", USER_DIR, *langs, "--path", str(tmp_path / "none.pt"), *args])
     assert message in err, err
     assert "none.pt" not in err and "\n" not in err
+
+
+@pytest.mark.parametrize("interactive", [False, True], ids=["generate", "interactive"])
+def test_a_task_with_a_generator_of_its_own_keeps_its_options(interactive):
+    """translation_lev decodes with fairseq's iterative-refinement generator, which reads
+    --print-step, --retain-iter-history and --iter-decode-*: the checks of beam search's options
+    stand aside (checks/generation.py's premise), for fairseq-generate and -interactive alike."""
+    from fairseq import options
+
+    parser = options.get_generation_parser(interactive=interactive)
+    args = options.parse_args_and_arch(parser, [
+        dict_dir(), "--user-dir", USER_DIR, "--task", "translation_lev", "-s", "src", "-t", "tgt", "--path", "x.pt",
+        "--iter-decode-max-iter", "9", "--print-step", "--retain-iter-history", "--beam", "1", "--nbest", "2"])
+    assert args.print_step and args.retain_iter_history and args.iter_decode_max_iter == 9
+
+
+def test_the_python_interface_leaves_a_task_with_its_own_generator_its_options():
+    """from_pretrained of a Levenshtein transformer: its generation config's refinement options pass;
+    the same options for a translation task are refused."""
+    from fairseq.dataclass.configs import GenerationConfig
+    from fairseq.tasks.translation import TranslationTask
+    from fairseq.tasks.translation_lev import TranslationLevenshteinTask
+    from omegaconf import OmegaConf
+
+    from fairseq_luong.checks.generation import check_generation_keywords
+
+    # as a checkpoint holds it
+    generation = OmegaConf.structured(GenerationConfig(print_step=True, iter_decode_max_iter=9))
+    check_generation_keywords("from_pretrained", {}, generation, task=TranslationLevenshteinTask)
+    with pytest.raises(ConfigError, match="print_step prints the refinement steps"):
+        check_generation_keywords("from_pretrained", {}, generation, task=TranslationTask)
 
 
 def test_a_refusal_is_one_line_with_an_error_status():

@@ -196,8 +196,9 @@ def mistake(case, family, data, folder):
             f"exist: {preprocess}")
     if case == "the default data folder":
         return ((ckpt,), _pieces(data, data_folder=None)), (
-            f"from_pretrained: data_name_or_path='.' (inside the model folder) gives {ckpt}, and it holds no "
-            f"dictionary, dict.*.txt: {preprocess}")
+            f"data directory {ckpt} holds no binarized data (fairseq takes the language pair from file names such "
+            "as train.en-de.en.idx): give the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt "
+            "and the binarized splits, or give -s SRC -t TGT")  # the translation task's own premise (input_errors.py)
     if case == "no bpe for a dictionary of pieces":
         return ((ckpt,), _pieces(data, bpe=None, sentencepiece_model=None)), (
             f"{bin_}/dict.en.txt holds SentencePiece pieces ('▁', '▁Four', '▁four', '▁Nineteen', ...), and "

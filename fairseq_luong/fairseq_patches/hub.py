@@ -15,7 +15,8 @@ ran only on the command line. We check the folders and files first, then load in
 (``checkpoints.py``, ``model_overrides.py``, ``checkpoint_identity.py``: the direction, the
 dictionaries, the weights, an option that is not there) names ``from_pretrained``'s keyword,
 and last check the subword model against the dictionary (``segmentation.py``) and the
-generation options (``option_checks.py``). Each refusal is one ``UserError``.
+generation options (``checks/generation.py``, for a task that generates with fairseq's beam
+search). Each refusal is one ``UserError``.
 
 **Our models' interface** (:func:`patch_from_pretrained`). fairseq's
 ``BaseFairseqModel.from_pretrained`` (fairseq/models/fairseq_model.py) returns a
@@ -29,7 +30,6 @@ returns it.
 """
 import difflib
 import functools
-import glob
 import os
 import tarfile
 
@@ -38,8 +38,9 @@ from fairseq.data import encoders
 from fairseq.hub_utils import GeneratorHubInterface
 from fairseq.models import BaseFairseqModel
 
+from ..checks.generation import check_generation_keywords
 from ..errors import UserError
-from . import option_checks, segmentation
+from . import segmentation
 from .checkpoints import folder_holds
 from .patching import python_call, wrap_once
 
@@ -69,9 +70,11 @@ def _check_model_folder(folder, checkpoint_file):
 
 
 def _check_data_folder(data, given):
+    """A data folder that is not there, or a file: every task reads its dictionaries from the folder.
+    Which dictionaries is the task's to say (dict.txt for fairseq's language models and RoBERTa,
+    dict.SRC.txt and dict.TGT.txt for translation, input0/dict.txt for sentence prediction): a
+    missing one is named when the task reads it (input_errors.py)."""
     what = "it does not exist" if not os.path.exists(data) else "it is a file" if not os.path.isdir(data) else None
-    if what is None and not glob.glob(os.path.join(glob.escape(data), "dict.*.txt")):
-        what = "it holds no dictionary, dict.*.txt"
     if what:
         default = " (inside the model folder)" if given.startswith(".") else ""
         raise UserError(f"from_pretrained: data_name_or_path={given!r}{default} gives {data}, and {what}: give "
@@ -142,7 +145,7 @@ def _checked_from_pretrained(from_pretrained):
             if x.get("task") is not None:
                 _check_languages_used(x["task"], kwargs)
                 segmentation.check_hub_segmentation(x["args"], x["task"])
-                option_checks.check_generation_keywords("from_pretrained", {}, x["args"].generation)
+                check_generation_keywords("from_pretrained", {}, x["args"].generation, task=x["task"])
         return x
 
     return wrapper

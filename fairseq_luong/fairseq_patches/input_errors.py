@@ -83,8 +83,12 @@ def _named_missing_dictionary(add_from_file):
             else:
                 have = sorted(n for n in os.listdir(folder) if n.startswith("dict.") and n.endswith(".txt"))
                 where = f" ({folder} holds {', '.join(have) if have else 'no dict.*.txt'})"
-            fix = (f"give source_lang= and target_lang= the languages of its dictionaries, or data_name_or_path= "
-                   f"{_PREPROCESS}" if in_python_call() else f"a data directory is {_PREPROCESS}")
+            if os.path.basename(f) == "dict.txt":  # a monolingual task's (language models, RoBERTa)
+                fix = (f"{'give data_name_or_path=' if in_python_call() else 'a data directory is'} the folder "
+                       "fairseq-preprocess --only-source wrote (its --destdir), which holds dict.txt")
+            else:
+                fix = (f"give source_lang= and target_lang= the languages of its dictionaries, or data_name_or_path= "
+                       f"{_PREPROCESS}" if in_python_call() else f"a data directory is {_PREPROCESS}")
             raise UserError(f"no dictionary {f}{where}: {fix}") from err
 
     return wrapper

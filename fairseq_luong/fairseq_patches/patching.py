@@ -1,5 +1,5 @@
 """What the patches share: wrapping a fairseq function once, finding fairseq's CLI modules, and
-naming an option in the user's terms.
+(from ``checks/option_names.py``, below the models, which use it too) naming an option in the user's terms.
 
 Each patch is a wrapper around a function fairseq looks up at call time (a module
 attribute or a class method), so fairseq's own code stays as it is. Applying a patch
@@ -9,14 +9,14 @@ The same check runs for a command line and for a Python call (``from_pretrained`
 ``translate``): inside :func:`python_call` its message names options as that call's keyword
 arguments (``max_len_b=5``), elsewhere as flags (``--max-len-b 5``), through :func:`option`.
 """
-import contextlib
-import contextvars
 import importlib
 import inspect
 import os
 import sys
 
 import torch
+
+from ..checks.option_names import in_python_call, option, python_call  # noqa: F401 (the patches' names for them)
 
 
 def wrap_once(owner, name, wrap):
@@ -50,32 +50,3 @@ def fairseq_cli_modules(command):
 def runs_on_cpu(cfg):
     """Whether a fairseq run with config ``cfg`` computes on the CPU (``--cpu``, or no CUDA)."""
     return cfg.common.cpu or not torch.cuda.is_available()
-
-
-_PYTHON_CALL = contextvars.ContextVar("fairseq_luong_python_call", default=None)
-_NO_VALUE = object()
-
-
-@contextlib.contextmanager
-def python_call(name):
-    """Inside, messages name options as the keyword arguments of the Python call ``name``
-    ("from_pretrained", "translate"); the outermost call gives the name."""
-    token = _PYTHON_CALL.set(_PYTHON_CALL.get() or name)
-    try:
-        yield
-    finally:
-        _PYTHON_CALL.reset(token)
-
-
-def in_python_call():
-    """The name of the Python call the messages are for (:func:`python_call`), or None."""
-    return _PYTHON_CALL.get()
-
-
-def option(dest, value=_NO_VALUE):
-    """Option ``dest`` (a config field: ``max_len_b``), with ``value`` when given, as the user
-    wrote it: ``--max-len-b 5`` on the command line, ``max_len_b=5`` in a Python call."""
-    if in_python_call():
-        return dest if value is _NO_VALUE else f"{dest}={value!r}"
-    flag = "--" + dest.replace("_", "-")
-    return flag if value is _NO_VALUE else f"{flag} {value}"

@@ -16,7 +16,7 @@ Every call checks its arguments before any work, as the command line checks its 
 (fairseq's own ``translate``/``generate`` ignored a misspelt ``beem=5`` and failed deep in
 the sequence generator on ``beam=0`` or ``translate(None)``): sentences are a str or a list
 of str; generation options are fairseq-generate's, by keyword, with values it can use
-(``fairseq_patches/option_checks.py``); ``nbest``'s ``n`` is one beam search can give. Each
+(``checks/generation.py``); ``nbest``'s ``n`` is one beam search can give. Each
 refusal is one line (an ``ArgumentError``, a ``TypeError``, for a type; a ``ConfigError``, a
 ``ValueError``, for a value). What ``from_pretrained`` checks is in ``fairseq_patches/hub.py``.
 
@@ -36,8 +36,8 @@ from fairseq.data import LanguagePairDataset
 from fairseq.hub_utils import GeneratorHubInterface
 from omegaconf import open_dict
 
+from ..checks.generation import check_generation_keywords
 from ..errors import ArgumentError, ConfigError
-from ..fairseq_patches.option_checks import check_generation_keywords
 
 # keywords fairseq's translate/sample pass on to its generate, besides the generation options
 GENERATE_KEYWORDS = ("verbose", "skip_invalid_size_inputs", "inference_step_args", "prefix_allowed_tokens_fn")
@@ -82,7 +82,7 @@ class TranslationHubInterface(GeneratorHubInterface):
         """fairseq's ``translate``, its arguments checked first (module docstring)."""
         sentence_list("translate", "sentences", sentences)
         check_generation_keywords("translate", dict(generation_options, beam=beam), self.cfg.generation,
-                                  GENERATE_KEYWORDS)
+                                  GENERATE_KEYWORDS, self.task)
         return super().translate(sentences, beam, verbose, **generation_options)
 
     def sample(self, sentences: Union[str, List[str]], beam: int = 1, verbose: bool = False,
@@ -90,14 +90,14 @@ class TranslationHubInterface(GeneratorHubInterface):
         """fairseq's ``sample``, its arguments checked first (module docstring)."""
         sentence_list("sample", "sentences", sentences)
         check_generation_keywords("sample", dict(generation_options, beam=beam), self.cfg.generation,
-                                  GENERATE_KEYWORDS)
+                                  GENERATE_KEYWORDS, self.task)
         return super().sample(sentences, beam, verbose, **generation_options)
 
     def generate(self, tokenized_sentences: List[torch.LongTensor], beam: int = 5, verbose: bool = False,
                  *args, **generation_options) -> List[List[Dict]]:
         """fairseq's ``generate`` (token ids), its generation options checked first."""
         check_generation_keywords("generate", dict(generation_options, beam=beam), self.cfg.generation,
-                                  GENERATE_KEYWORDS)
+                                  GENERATE_KEYWORDS, self.task)
         return super().generate(tokenized_sentences, beam, verbose, *args, **generation_options)
 
     def nbest(self, sentences: Union[str, List[str]], n: Optional[int] = None, beam: int = 5,
@@ -111,7 +111,7 @@ class TranslationHubInterface(GeneratorHubInterface):
         if "nbest" in generation_options:  # fairseq-generate's name for n
             raise ConfigError(f"nbest: nbest={generation_options['nbest']!r}: the number of translations is n here; "
                               f"give n={generation_options['nbest']!r}")
-        check_generation_keywords("nbest", dict(generation_options, beam=beam), self.cfg.generation)
+        check_generation_keywords("nbest", dict(generation_options, beam=beam), self.cfg.generation, task=self.task)
         self._check_n(n, beam)
         if isinstance(sentences, str):
             return self.nbest(listed, n, beam, **generation_options)[0]
@@ -140,7 +140,7 @@ class TranslationHubInterface(GeneratorHubInterface):
         for key in ("score_reference", "print_alignment"):
             if key in generation_options:
                 raise ConfigError(f"score: {key}={generation_options[key]!r} is score's own setting; leave it out")
-        check_generation_keywords("score", generation_options, self.cfg.generation)
+        check_generation_keywords("score", generation_options, self.cfg.generation, task=self.task)
         if isinstance(sources, str):
             return self.score(*listed, **generation_options)[0]
         if len(sources) != len(targets):

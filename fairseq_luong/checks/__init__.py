@@ -1,0 +1,3 @@
+"""Checks of what a user gives (options, keywords), below the models and the patches that both
+run them: ``generation.py`` (generation and other option values), ``option_names.py`` (an
+option named as the user wrote it, flag or keyword)."""
