@@ -466,3 +466,81 @@ def test_what_the_calls_accept_they_return(hub, family):
     # as long as the source at most: a negative max_len_b is fine with max_len_a
     best = interface.nbest("one two", n=1, beam=2, max_len_a=1, max_len_b=-1)[0]
     assert len(best["pieces"]) <= len(best["source_pieces"])  # both count </s>
+
+
+# ---------------------------------------------------------------- model archives (archives.py)
+
+def _tar(path, members, mode="w:gz"):
+    """A tar archive at ``path`` of (archive name, file on disk or None for a folder, tar type)."""
+    import tarfile
+
+    with tarfile.open(path, mode) as tar:
+        for name, source, kind in members:
+            info = tarfile.TarInfo(name)
+            if kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, source
+                tar.addfile(info)
+            elif source is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                data = source.read_bytes()
+                info.size = len(data)
+                import io
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _model_members(data, folder, prefix):
+    """The checkpoint and the data's dictionaries, under ``prefix`` in the archive."""
+    files = [("model.pt", folder("luong") / "checkpoint_last.pt"), ("dict.en.txt", data / "bin/dict.en.txt"),
+             ("dict.de.txt", data / "bin/dict.de.txt")]
+    folders = [(prefix.rstrip("/"), None, "dir")] if prefix else []
+    return folders + [(prefix + name, source, "file") for name, source in files]
+
+
+@pytest.mark.parametrize("layout,mode,suffix", [("one top folder", "w:gz", ".tar.gz"),
+                                                ("no top folder", "w:bz2", ".tar.bz2"),
+                                                ("no top folder", "w:gz", ".tgz")])
+def test_a_model_archive_loads_and_stays_as_it_was(data, folder, tmp_path, layout, mode, suffix):
+    """fairseq deleted the user's archive and put a folder in its place (with members of no top
+    folder sharing the prefix "dict.", it deleted it and failed); it read the compression from the
+    last extension only (.tgz failed)."""
+    import hashlib
+
+    prefix = "model/" if layout == "one top folder" else ""
+    archive = _tar(tmp_path / f"luong{suffix}", _model_members(data, folder, prefix), mode)
+    digest = hashlib.sha1(archive.read_bytes()).hexdigest()
+    hub = LuongLSTMModel.from_pretrained(str(archive), "model.pt", source_lang="en", target_lang="de",
+                                         bpe="sentencepiece", sentencepiece_model=str(data / "spm.model"))
+    assert isinstance(hub.translate("one two", max_len_b=3), str)
+    assert archive.is_file() and hashlib.sha1(archive.read_bytes()).hexdigest() == digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name]  # nothing unpacked beside it
+
+
+@pytest.mark.parametrize("case", ["a path out of the folder", "an absolute path", "a link"])
+def test_an_archive_member_that_would_land_elsewhere_is_refused_before_anything_is_written(data, folder, tmp_path,
+                                                                                          case):
+    outside = tmp_path / "outside"
+    bad = {"a path out of the folder": ("model/../../../" + "x" * 3, data / "bin/dict.en.txt", "file"),
+           "an absolute path": (str(tmp_path / "abs.txt"), data / "bin/dict.en.txt", "file"),
+           "a link": ("model/dict.fr.txt", str(outside), "link")}[case]
+    archive = _tar(tmp_path / "bad.tar.gz", _model_members(data, folder, "model/") + [bad])
+    with pytest.raises(UserError) as err:
+        LuongLSTMModel.from_pretrained(str(archive), "model.pt")
+    why = {"a path out of the folder": "a path that leads outside the folder it is unpacked into",
+           "an absolute path": "a path that leads outside the folder it is unpacked into",
+           "a link": f"a link to {str(outside)!r}"}[case]
+    assert str(err.value) == (f"from_pretrained: {archive} holds {bad[0]!r}, {why}: refused, nothing was unpacked; "
+                              "unpack the archive yourself and give the folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tar.gz"]
+
+
+def test_a_url_without_requests_is_one_line(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "requests" else real(name, *a))
+    with pytest.raises(UserError, match=r"^from_pretrained: https://example.org/m.tar.gz is a URL, and fairseq "
+                                        r"downloads with the requests package, which is not installed"):
+        LuongLSTMModel.from_pretrained("https://example.org/m.tar.gz", "model.pt")

@@ -13,6 +13,7 @@ One patch is not applied here: ``no_user_dir_hint.py`` is for a run WITHOUT the 
 (``--user-dir`` forgotten), so ``scripts/setup.sh`` makes Python run it at start-up.
 """
 from . import (
+    archives,
     batching,
     checkpoint_identity,
     checkpoints,
@@ -118,3 +119,6 @@ def apply_all():
     # loading above (checkpoints, overrides, identity) in from_pretrained's keywords
     hub.patch_hub_loading()
     hub.patch_from_pretrained()  # BaseFairseqModel.from_pretrained: our models get their interface
+    # file_utils.load_archive_file: a local archive unpacked into a folder of its own, its members
+    # checked first, the archive left as it was; a URL without requests in one line
+    archives.patch_archives()
