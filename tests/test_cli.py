@@ -2,6 +2,7 @@
 (beam 3, --print-alignment) -> interactive, for every arch; ensembles; resuming; checkpoints."""
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -188,6 +189,51 @@ def test_interactive_cuts_an_over_long_line_and_translates_the_rest(data_bin):
     assert re.search(r"2 of 2 translations stopped at the length limit of 3 tokens and are cut off: the "
                      r"limit is min\(--max-len-a 0 x \d+ \(longest source\) \+ --max-len-b 3, 1023\)",
                      log), log[-3000:]
+
+
+@pytest.mark.parametrize("buffer", [1, 4])
+def test_interactive_translates_a_line_over_max_tokens_in_a_batch_of_its_own(data_bin, buffer):
+    """A line of more tokens than --max-tokens ended the session (fairseq's batch_by_size asserts):
+    the rest of its buffer and every later line were lost. Now every line gets one H- line, in
+    order, and a warning names the line that went alone."""
+    lines = [f"{w} cats" for w in ("one", "two", "three", "four", "five")]
+    lines[2] = " ".join(["seven"] * 120)
+    proc = cli("interactive", [str(data_bin / "bin"), "--user-dir", USER_DIR,
+                               "--path", str(trained(data_bin, "luong_global_general")), "-s", "en", "-t", "de",
+                               "--beam", "2", "--buffer-size", str(buffer), "--max-tokens", "50",
+                               "--max-len-b", "3"], input="\n".join(lines) + "\n")
+    hyps = re.findall(r"^H-(\d+)\t", proc.stdout, re.M)
+    assert [int(i) for i in hyps] == [0, 1, 2, 3, 4]
+    sources = dict(re.findall(r"^S-(\d+)\t(.*)$", proc.stdout, re.M))
+    assert sources["3"] == "four cats" and len(sources["2"].split()) == 120
+    assert ("input line 3 has 120 tokens (+ EOS), more than --max-tokens 50: translating it in a batch of its own "
+            "(H-2)") in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("command", ["generate", "interactive"])
+def test_a_closed_output_pipe_ends_the_command_quietly(data_bin, command):
+    """`fairseq-generate ... | head` ended in a BrokenPipeError traceback (and another at exit):
+    now the command dies of SIGPIPE without a word, as other tools in a pipe do. The process
+    itself is under test. Its output (about 150 KB) is more than the pipe and Python's buffer hold."""
+    cmd = [bin_path(f"fairseq-{command}"), str(data_bin / "bin"), "--user-dir", USER_DIR,
+           "--path", str(trained(data_bin, "luong_global_general")), "--max-len-b", "3"]
+    if command == "generate":
+        cmd += ["--gen-subset", "train", "--beam", "4", "--nbest", "4", "--batch-size", "100"]
+        lines = b""
+    else:
+        cmd += ["-s", "en", "-t", "de", "--beam", "1", "--buffer-size", "100", "--batch-size", "100"]
+        lines = b"twenty one cats\n" * 1500
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    proc.stdin.write(lines)
+    proc.stdin.close()
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what head does after its lines
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=300)
+    assert first.startswith(b"S-"), (first, err[-2000:])
+    assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
+    assert proc.returncode == -signal.SIGPIPE, (proc.returncode, err[-2000:])
 
 
 # ------------------------------------------------------------------ one line for each bad input
