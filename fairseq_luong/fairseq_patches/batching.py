@@ -8,10 +8,13 @@ ends with::
 
 so with the default ``--required-batch-size-multiple 8`` the final partial
 batch disappears: ``fairseq-generate`` skips the last (longest) test
-sentences and reports BLEU on a subset, validation skips sentences, and
-every training epoch drops up to 7. We keep that batch. Batches are
-consecutive runs of ``indices``, so the dropped batch is exactly the
-indices after the last kept one. Everything else about batching is unchanged.
+sentences and reports BLEU on a subset, validation and ``fairseq-eval-lm`` skip
+sentences. We keep that batch wherever sentences are scored or translated. Batches are
+consecutive runs of ``indices``, so the dropped batch is exactly the indices after the
+last kept one. A training epoch drops up to 7 sentences too, but there that is fairseq's
+design (each epoch orders the sentences anew) and its results are fairseq's: the batches
+of a training set (``Trainer.get_train_iterator``'s, also when ``--rebuild-batches`` makes
+them again each epoch) are left exactly as fairseq makes them, for every model.
 
 **numpy 2.** ``--num-batch-buckets`` stopped with ``TypeError: percentile() got an
 unexpected keyword argument 'interpolation'`` (``data_utils.get_buckets``) and then
@@ -39,19 +42,37 @@ for.
 
 ``apply_all`` applies all four.
 """
+import contextvars
 import functools
 import inspect
 import logging
 import types
+import weakref
 
 import numpy as np
 from fairseq.data import data_utils, language_pair_dataset, token_block_dataset
 from fairseq.tasks import FairseqTask
+from fairseq.trainer import Trainer
 
 from ..errors import UserError
 from .patching import wrap_once
 
 logger = logging.getLogger(__name__)
+
+
+_MAKING_TRAIN_ITERATOR = contextvars.ContextVar("fairseq_luong_train_iterator", default=False)
+_TRAINING_SETS = weakref.WeakSet()  # the datasets a Trainer trains on (their batches: fairseq's)
+
+
+def _for_training(num_tokens_fn):
+    """Whether the batches are a training set's: made inside ``Trainer.get_train_iterator``, or
+    of a dataset made there before (``--rebuild-batches`` makes them again at each epoch)."""
+    dataset = getattr(num_tokens_fn, "__self__", None)  # FairseqDataset.batch_by_size passes its num_tokens
+    if _MAKING_TRAIN_ITERATOR.get():
+        if dataset is not None:
+            _TRAINING_SETS.add(dataset)
+        return True
+    return dataset is not None and dataset in _TRAINING_SETS
 
 
 def _keep_final_batch(batch_by_size):
@@ -65,6 +86,8 @@ def _keep_final_batch(batch_by_size):
             if "should not exceed max_tokens" not in str(e):
                 raise
             raise _too_long(indices, e, *args, **kwargs) from e
+        if _for_training(kwargs.get("num_tokens_fn", args[0] if args else None)):
+            return batches
         fixed_shapes = kwargs.get("fixed_shapes", args[5] if len(args) > 5 else None)
         covered = sum(len(b) for b in batches)
         if fixed_shapes is None and covered < len(indices):
@@ -107,9 +130,24 @@ class _NumpyWithVersion1Names(types.ModuleType):
         return getattr(np, name)
 
 
+def _marking_training_batches(get_train_iterator):
+    @functools.wraps(get_train_iterator)
+    def wrapper(*args, **kwargs):
+        token = _MAKING_TRAIN_ITERATOR.set(True)
+        try:
+            return get_train_iterator(*args, **kwargs)
+        finally:
+            _MAKING_TRAIN_ITERATOR.reset(token)
+
+    return wrapper
+
+
 def patch_final_batch():
-    """``data_utils.batch_by_size``: the final partial batch is kept (fairseq issue #5036)."""
+    """``data_utils.batch_by_size``: the final partial batch is kept (fairseq issue #5036) where
+    sentences are scored or translated; ``Trainer.get_train_iterator`` marks a training set's
+    batches, which stay fairseq's."""
     wrap_once(data_utils, "batch_by_size", _keep_final_batch)
+    wrap_once(Trainer, "get_train_iterator", _marking_training_batches)
 
 
 def patch_numpy_2():

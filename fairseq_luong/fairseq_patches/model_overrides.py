@@ -33,6 +33,12 @@ _MODEL_SETTINGS = {}  # checkpoint path -> the names of its model's settings, as
 # (its overwrite_args_by_name sets every override on a config held as a Namespace, legacy models' cfg.model)
 _BEFORE = contextvars.ContextVar("fairseq_luong_settings_before_overrides", default=None)
 FROM_PRETRAINED = ("model_name_or_path", "checkpoint_file", "data_name_or_path", "archive_map")
+# keywords fairseq's own model classes pass to hub_utils.from_pretrained for their hub code (RoBERTa,
+# XLM-R, CamemBERT, GottBERT, X-MOD and BART: load_checkpoint_heads; BART: sample_break_mode; the
+# speech and TTS models: config_yaml, vocoder, is_vocoder, task, generation_args): not the user's
+# settings, whether or not the checkpoint has one of that name
+FAIRSEQ_HUB_KEYWORDS = ("load_checkpoint_heads", "sample_break_mode", "config_yaml", "vocoder", "is_vocoder",
+                        "task", "generation_args")
 
 
 def _settings(cfg, namespaces=True):
@@ -97,6 +103,8 @@ def check_overrides_apply(path, state, overrides, before=None):
             raise UserError(f"{given}: the architecture of a trained model cannot change (checkpoint {path} holds "
                             f"{arch} weights); train a new model instead")
         if key not in settings:
+            if python and key in FAIRSEQ_HUB_KEYWORDS:
+                continue
             if python:
                 raise UserError(f"{python}: no option {key!r}{_nearest(key, settings | set(FROM_PRETRAINED))}: "
                                 f"checkpoint {path} ({arch}) has no setting of that name, so fairseq would ignore it")
