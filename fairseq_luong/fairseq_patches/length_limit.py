@@ -12,11 +12,18 @@ A ``--min-len`` above a batch's limit stopped fairseq with ``AssertionError: min
 cannot be larger than max_len``; where the limit grows with the source (``--max-len-a``)
 or is the model's, only the batch tells. Such a batch is now one line naming the flags
 (``option_checks.py`` refuses the case the command line shows, before any work).
+
+Both act on ``generate``, what fairseq's tasks, its hub interface and our translation interface
+call: of ``SequenceGenerator`` and of ``SequenceGeneratorWithAlignment`` (``--print-alignment``),
+which overrides it (``unk_replacement.py``'s generator calls the base's). Not on ``_generate``:
+TorchScript compiles that one from its source when a generator is scripted (``forward`` calls
+it), and a wrapper there broke every scripted generator (fairseq's own
+``test_sequence_generator.py::TestJitSequenceGenerator``: ``undefined value torch``).
 """
 import functools
 import logging
 
-from fairseq.sequence_generator import SequenceGenerator
+from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithAlignment
 
 from ..errors import UserError
 from .patching import wrap_once
@@ -29,19 +36,19 @@ def generation_max_len(generator, src_len):
     return min(int(generator.max_len_a * src_len + generator.max_len_b), generator.max_len - 1)
 
 
-def _warn_at_limit(generate):
-    @functools.wraps(generate)
-    def _generate(self, sample, *args, **kwargs):
+def _warn_at_limit(generate_fn):
+    @functools.wraps(generate_fn)
+    def generate(self, models, sample, *args, **kwargs):
         src_tokens = sample["net_input"].get("src_tokens")
         if self.match_source_len or src_tokens is None:
-            return generate(self, sample, *args, **kwargs)
+            return generate_fn(self, models, sample, *args, **kwargs)
         src_len = src_tokens.size(1)
         max_len = generation_max_len(self, src_len)
         if self.min_len > max_len:
             raise UserError(f"--min-len {self.min_len} is more than the length limit of a batch, {max_len} = "
                             f"min(--max-len-a {self.max_len_a:g} x {src_len} (longest source) + --max-len-b "
                             f"{self.max_len_b}, {self.max_len - 1}): lower --min-len or raise the limit")
-        finalized = generate(self, sample, *args, **kwargs)
+        finalized = generate_fn(self, models, sample, *args, **kwargs)
         cut = [i for i, hypos in enumerate(finalized) if hypos and len(hypos[0]["tokens"]) > max_len]
         if cut:
             ids = sample.get("id")
@@ -56,9 +63,11 @@ def _warn_at_limit(generate):
                 self.max_len_a, src_len, self.max_len_b, self.max_len - 1)
         return finalized
 
-    return _generate
+    return generate
 
 
 def patch_length_limit():
-    """``SequenceGenerator._generate``: warn about translations cut at the length limit."""
-    wrap_once(SequenceGenerator, "_generate", _warn_at_limit)
+    """``SequenceGenerator.generate`` and ``SequenceGeneratorWithAlignment.generate``: warn about
+    translations cut at the length limit."""
+    for cls in (SequenceGenerator, SequenceGeneratorWithAlignment):
+        wrap_once(cls, "generate", _warn_at_limit)

@@ -118,7 +118,7 @@ class UnkReplacingGenerator(SequenceGenerator):
 
     @torch.no_grad()
     def generate(self, models, sample, **kwargs):
-        finalized = self._generate(sample, **kwargs)
+        finalized = super().generate(models, sample, **kwargs)  # with length_limit.py's warning
         src_tokens = sample["net_input"]["src_tokens"].cpu()
         words = _source_words_of(src_tokens)
         for i, hypos in enumerate(finalized):
