@@ -22,7 +22,7 @@ LONG_FIRST = ["test_learning.py", "test_in_form.py", "test_recipes.py", "test_pe
 # runs a recipe (the WMT'14 rehearsal, the Multi30k recipe, the in-form study, the GPU
 # stand-ins through the WMT'14 recipe), and fairseq's own models trained with and without the plugin
 # (test_coexistence.py, 12 processes). `bash test.sh` runs the rest (-m "not full").
-FULL_FILES = {"test_learning.py", "test_perspe_e2e.py", "test_coexistence.py"}
+FULL_FILES = {"test_learning.py", "test_perspe_e2e.py", "test_coexistence.py", "test_iwslt_recipe.py"}
 FULL_FIXTURES = {("test_recipes.py", "rehearsal"), ("test_recipes.py", "stanford"), ("test_recipes.py", "multi30k"),
                  ("test_in_form.py", "work"), ("test_gpu_paths.py", "release"),
                  ("test_generation_options.py", "family"), ("test_generation_options.py", "data_bin")}

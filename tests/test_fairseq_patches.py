@@ -225,10 +225,12 @@ def test_a_scripted_sequence_generator_compiles_and_runs_with_the_plugin():
         [[h["tokens"].tolist() for h in hypos] for hypos in expected]
 
 
-def test_train_main_takes_a_namespace_as_fairseq_does(data_bin, tmp_path):
-    """fairseq_cli.train.main converts a legacy argparse Namespace itself (fairseq's own tests call it
-    so); long_runs.py's wrapper read cfg.checkpoint first (AttributeError: 'Namespace' object has no
-    attribute 'checkpoint', nine of fairseq's RoBERTa tests)."""
+def test_train_and_interactive_main_take_a_namespace_as_fairseq_does(data_bin, tmp_path):
+    """fairseq_cli.train.main and interactive.main convert a legacy argparse Namespace themselves
+    (fairseq's own tests call them so); long_runs.py's wrapper read cfg.checkpoint first
+    (AttributeError: 'Namespace' object has no attribute 'checkpoint', nine of fairseq's RoBERTa
+    tests), precision.py's cfg.common (32 of fairseq's translation tests, behind their failure to
+    load a checkpoint on today's torch)."""
     from fairseq import options
 
     parser = options.get_training_parser()
@@ -239,6 +241,25 @@ def test_train_main_takes_a_namespace_as_fairseq_does(data_bin, tmp_path):
         "--num-workers", "0", "--disable-validation", "--save-dir", str(tmp_path / "ckpt")])
     fairseq_cli.train.main(args)
     assert (tmp_path / "ckpt" / "checkpoint_last.pt").is_file()
+
+    # and interactive.main, as fairseq's tests/utils.py generate_main calls it: a Namespace, and
+    # sys.stdin a StringIO (no .buffer: input_errors.py's UTF-8 reader read its bytes)
+    import contextlib
+    import io
+
+    parser = options.get_generation_parser(interactive=True)
+    args = options.parse_args_and_arch(parser, [str(data_bin / "bin"), "--path", str(tmp_path / "ckpt" /
+                                                 "checkpoint_last.pt"), "--beam", "2", "--cpu", "-s", "en",
+                                                 "-t", "de", "--max-len-b", "3"])
+    args.buffer_size, args.input, args.batch_size = 0, "-", None
+    out, stdin = io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO("twenty one cats\nseven\n")
+    try:
+        with contextlib.redirect_stdout(out):
+            fairseq_cli.interactive.main(args)
+    finally:
+        sys.stdin = stdin
+    assert [line.split("\t")[0] for line in out.getvalue().splitlines() if line.startswith("H-")] == ["H-0", "H-1"]
 
 
 def test_the_fairseq_suite_script_names_a_test_the_plugin_breaks(tmp_path):

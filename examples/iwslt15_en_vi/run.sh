@@ -18,6 +18,9 @@
 #                                                             (WORK/results.md), BLEU by length,
 #                                                             learning curves
 #   bash examples/iwslt15_en_vi/run.sh [OPTIONS] all [NAME...]  all of it (default: --systems)
+#   bash examples/iwslt15_en_vi/run.sh [OPTIONS] options NAME  NAME's fairseq-train options, one a line
+#                                                             (what train runs, data folder and
+#                                                             --save-dir aside)
 #
 # Systems: luong_global_general (the paper's model: global attention, general score, input
 # feeding), lstm (fairseq's own), luong_localp, rnnsearch, ensemble (luong_global_general
@@ -52,7 +55,7 @@ RECIPE=iwslt15
 DATA="$REPO/../shared/data/iwslt15_en_vi" WORK="$REPO/runs/iwslt15_en_vi"
 SYSTEMS="luong_global_general lstm" HOURS=8 MAX_EPOCH=20 UNITS=512 SEED=1 HEATMAP_LINE=7
 AVERAGES="best 1 3 5" BEAMS="5 10" LENPENS="0.6 1.0 1.4"
-usage() { sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; }
 source "$REPO/examples/common/recipe.sh"
 declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--systems]=SYSTEMS [--hours]=HOURS
                  [--max-epoch]=MAX_EPOCH [--units]=UNITS [--averages]=AVERAGES [--beams]=BEAMS
@@ -399,5 +402,7 @@ case "$cmd" in
     for s in "${names[@]}"; do evaluate "$s"; done
     table ;;
   table) table ;;
+  options) [[ $# -eq 1 && "$1" != ensemble ]] || { usage; exit 2; }; system_flags "$1"
+    printf '%s\n' "${MODEL[@]}" "${TRAIN[@]}" --stop-time-hours "$HOURS" ;;
   *) usage; exit 2 ;;
 esac

@@ -35,13 +35,14 @@ import functools
 import logging
 import os
 import struct
+import sys
 
 from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import translation
 
 from ..data.text import DataError, iter_lines
 from ..errors import UserError
-from .patching import fairseq_cli_modules, in_python_call, wrap_once
+from .patching import as_config, fairseq_cli_modules, in_python_call, wrap_once
 
 logger = logging.getLogger(__name__)
 _PREPROCESS = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"
@@ -162,6 +163,11 @@ def _checked_binarized(load):
 def _utf8_lines(buffered_read):
     @functools.wraps(buffered_read)
     def wrapper(input, buffer_size):
+        if input == "-" and not hasattr(sys.stdin, "buffer"):
+            # a text stream put in place of stdin (io.StringIO: fairseq's own tests): its text is
+            # decoded already, no locale to read it by; fairseq reads it as it is
+            yield from buffered_read(input, buffer_size)
+            return
         name = "standard input" if input == "-" else input
 
         def replaced(lineno, message):
@@ -186,6 +192,7 @@ def _utf8_lines(buffered_read):
 def _no_soft_alignment(main):
     @functools.wraps(main)
     def wrapper(cfg, *args, **kwargs):
+        cfg = as_config(cfg)  # interactive.main takes a Namespace too
         if getattr(cfg.generation, "print_alignment", None) == "soft":
             raise UserError(
                 "--print-alignment soft: fairseq-interactive prints hard alignments only (its A- lines "

@@ -35,7 +35,6 @@ What fairseq-train does, and what we do instead:
   match`` after a chained traceback. One line naming both architectures (or the shapes
   that differ) and what to do.
 """
-import argparse
 import atexit
 import datetime
 import errno
@@ -51,13 +50,12 @@ import fairseq_cli.train
 import torch
 from fairseq import checkpoint_utils
 from fairseq.data import iterators
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
 from fairseq.trainer import Trainer
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import as_config, wrap_once
 
 LOCK_NAME = ".fairseq_luong.lock"
 
@@ -118,8 +116,7 @@ def _check_restore_file(ckpt):
 def _guarded(main):
     @functools.wraps(main)
     def wrapper(cfg, *args, **kwargs):
-        if isinstance(cfg, argparse.Namespace):  # fairseq's main takes a legacy Namespace too (its own tests)
-            cfg = convert_namespace_to_omegaconf(cfg)
+        cfg = as_config(cfg)  # fairseq's main takes a legacy Namespace too (its own tests)
         ckpt = cfg.checkpoint
         if ckpt.no_save:
             return main(cfg, *args, **kwargs)

@@ -9,6 +9,7 @@ The same check runs for a command line and for a Python call (``from_pretrained`
 ``translate``): inside :func:`python_call` its message names options as that call's keyword
 arguments (``max_len_b=5``), elsewhere as flags (``--max-len-b 5``), through :func:`option`.
 """
+import argparse
 import importlib
 import inspect
 import os
@@ -45,6 +46,17 @@ def fairseq_cli_modules(command):
                                 or path.endswith(os.path.join("fairseq_cli", f"{command}.py"))):
         modules.append(main)
     return modules
+
+
+def as_config(cfg):
+    """A command's config as fairseq's main functions take it: an ``argparse.Namespace`` (what
+    fairseq's own tests and older scripts pass ``train.main``, ``interactive.main``) converted
+    the way those functions convert it themselves, anything else as it is."""
+    if isinstance(cfg, argparse.Namespace):
+        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+        return convert_namespace_to_omegaconf(cfg)
+    return cfg
 
 
 def runs_on_cpu(cfg):

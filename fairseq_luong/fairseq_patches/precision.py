@@ -49,7 +49,7 @@ from fairseq.tasks import FairseqTask
 from fairseq.trainer import Trainer
 from omegaconf import DictConfig
 
-from .patching import fairseq_cli_modules, runs_on_cpu, wrap_once
+from .patching import as_config, fairseq_cli_modules, runs_on_cpu, wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +162,7 @@ def generation_precision(cfg):
 def _marking_precision(main):
     @functools.wraps(main)
     def wrapper(cfg, *args, **kwargs):
+        cfg = as_config(cfg)  # interactive.main takes a Namespace too
         token = _GENERATION_PRECISION.set(generation_precision(cfg))
         try:
             return main(cfg, *args, **kwargs)

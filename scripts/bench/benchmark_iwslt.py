@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Training speed at the IWSLT'15 En-Vi recipe's shapes, end to end, against fairseq's ``lstm``.
+
+  python scripts/bench/benchmark_iwslt.py WORK [--systems luong_global_general lstm] [--updates 60]
+         [--warmup 10] [--repeats 2] [--threads 2]
+
+WORK is the recipe's work folder after ``examples/iwslt15_en_vi/run.sh --work-dir WORK prepare``
+(its ``data-bin``: the anchors' vocabularies, 17,188 English and 7,706 Vietnamese words, pairs of
+at most 50 words). Each system trains with exactly the options the recipe gives it
+(``run.sh options NAME``: 2 x 512, bidirectional encoder, ``--max-tokens 4000``, ``--amp``,
+Adam, label smoothing), as ``fairseq-train`` in a fresh process, for ``--warmup`` untimed
+updates and then ``--updates`` timed ones; the systems alternate, ``--repeats`` times. The
+table gives each system's target words per second (fairseq-train's own ``wpb`` and ``wps`` of
+the timed updates: their words over their time), its ratio to ``lstm`` in the same repetition
+(median and range), and the process's peak resident memory. It is a benchmark, not a test:
+run it with nothing else on the machine.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUN = os.path.join(REPO, "examples", "iwslt15_en_vi", "run.sh")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_device import commit  # noqa: E402
+
+# fairseq-train in this interpreter, its peak resident memory printed at exit
+TRAIN = ("import atexit, resource, sys; atexit.register(lambda: print('PEAK_KB', "
+         "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr, flush=True)); "
+         "from fairseq_cli.train import cli_main; sys.argv = ['fairseq-train'] + sys.argv[1:]; cli_main()")
+
+
+def recipe_options(name):
+    """The fairseq-train options the recipe trains NAME with (one a line from run.sh options)."""
+    proc = subprocess.run(["bash", RUN, "options", name], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark_iwslt.py: run.sh options {name} failed: {proc.stderr.strip()[-500:]}")
+    options = proc.stdout.splitlines()
+    # the training's own length and budget are not the benchmark's
+    for flag in ("--max-epoch", "--stop-time-hours"):
+        i = options.index(flag)
+        del options[i:i + 2]
+    return options
+
+
+def train_once(work, name, options, warmup, updates, threads, save):
+    cmd = [sys.executable, "-c", TRAIN, os.path.join(work, "data-bin"), *options, "--max-update",
+           str(warmup + updates), "--log-interval", "1", "--log-format", "json", "--no-progress-bar",
+           "--disable-validation", "--no-save", "--save-dir", save, "--num-workers", "0",
+           # the recipe's criterion and schedule are the plugin's, for lstm too
+           "--user-dir", os.path.join(REPO, "fairseq_luong")]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark_iwslt.py: fairseq-train failed for {name}:\n{proc.stderr[-3000:]}")
+    words = seconds = 0.0
+    peak = None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if line.startswith("PEAK_KB"):
+            peak = int(line.split()[1]) / 1024
+        if "train_inner" not in line or "{" not in line:
+            continue
+        stats = json.loads(line[line.index("{"):])
+        if int(stats["num_updates"]) > warmup:
+            words += float(stats["wpb"])
+            seconds += float(stats["wpb"]) / float(stats["wps"])
+    if not seconds:
+        raise SystemExit(f"benchmark_iwslt.py: no timed update logged for {name}")
+    return words / seconds, peak
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("work", help="the recipe's work folder (prepared)")
+    parser.add_argument("--systems", nargs="+", default=["luong_global_general", "lstm"])
+    parser.add_argument("--updates", type=int, default=60, help="timed updates per run (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed updates first (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.work, "data-bin", "dict.vi.txt")):
+        parser.error(f"{args.work} has no data-bin/dict.vi.txt: run examples/iwslt15_en_vi/run.sh --work-dir "
+                     f"{args.work} prepare first")
+    if "lstm" not in args.systems:
+        parser.error("--systems: add lstm, the reference the ratios are measured against in the same run")
+    for n in (args.updates, args.warmup, args.repeats, args.threads):
+        if n < 1:
+            parser.error("--updates, --warmup, --repeats and --threads: give 1 or more")
+    options = {name: recipe_options(name) for name in args.systems}
+    rates = {n: [] for n in args.systems}
+    peaks = {n: [] for n in args.systems}
+    save = os.path.join(args.work, "bench")
+    for r in range(args.repeats):
+        for name in args.systems:  # alternate the systems
+            rate, peak = train_once(args.work, name, options[name], args.warmup, args.updates, args.threads, save)
+            rates[name].append(rate)
+            peaks[name].append(peak)
+            print(f"[benchmark_iwslt] repetition {r + 1}: {name} {rate:.0f} words/s", file=sys.stderr, flush=True)
+    import torch
+
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
+                if line.startswith("model name")), "unknown CPU") if os.path.exists("/proc/cpuinfo") else "unknown CPU"
+    print(f"# {cpu}, {args.threads} threads, torch {torch.__version__}, commit {commit()}; IWSLT'15 En-Vi "
+          f"(run.sh's options: 2 x 512, --max-tokens 4000, --amp); {args.updates} timed updates after "
+          f"{args.warmup}, {args.repeats} alternating repetitions")
+    print("| system | train words/s (median) | ratio to lstm | ratio range | peak MB |")
+    print("|---|---|---|---|---|")
+    for name in args.systems:
+        ratios = [a / b for a, b in zip(rates[name], rates["lstm"])]
+        print(f"| {name} | {statistics.median(rates[name]):.0f} | {statistics.median(ratios):.2f} | "
+              f"{min(ratios):.2f}-{max(ratios):.2f} | {max(p or 0 for p in peaks[name]):.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""examples/iwslt15_en_vi/run.sh all, rehearsed on a slice of the real data (full tier).
+
+The slice: the first 1,500 training pairs of ../shared/data/iwslt15_en_vi, compressed as the data
+is distributed (train.{en,vi}.xz), and the first 60 / 50 lines of tst2012 / tst2013. Tiny models
+(--units 16), two epochs, two candidate averages, one beam and two length penalties: every step
+runs and every file it writes is checked, not what it learns.
+"""
+import json
+import lzma
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+DATA = REPO.parent / "shared" / "data" / "iwslt15_en_vi"
+RUN = REPO / "examples" / "iwslt15_en_vi" / "run.sh"
+SYSTEMS = ("luong_global_general", "lstm")
+OPTIONS = ["--units", "16", "--max-epoch", "2", "--hours", "0.1", "--averages", "best 1 2", "--beams", "2",
+           "--lenpens", "1.0 1.2", "--heatmap-line", "3", "--systems", " ".join(SYSTEMS)]
+
+pytestmark = pytest.mark.skipif(not (DATA / "train.en.xz").exists(), reason=f"no {DATA}")
+
+
+def lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def run(slice_dir, work, *args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run(["bash", str(RUN), "--data-dir", str(slice_dir), "--work-dir", str(work), *OPTIONS, *args],
+                          capture_output=True, text=True, env=env, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    root = tmp_path_factory.mktemp("iwslt")
+    slice_dir = root / "data"
+    slice_dir.mkdir()
+    for lang in ("en", "vi"):
+        with lzma.open(DATA / f"train.{lang}.xz", "rt", encoding="utf-8") as f:
+            head = [next(f) for _ in range(1500)]
+        with lzma.open(slice_dir / f"train.{lang}.xz", "wt", encoding="utf-8") as f:
+            f.writelines(head)
+        for split, n in (("tst2012", 60), ("tst2013", 50)):
+            (slice_dir / f"{split}.{lang}").write_text("\n".join(lines(DATA / f"{split}.{lang}")[:n]) + "\n",
+                                                       encoding="utf-8")
+    work = root / "work"
+    proc = run(slice_dir, work, "all")
+    return slice_dir, work, proc
+
+
+def test_prepare_keeps_the_words_seen_five_times_and_the_pairs_of_at_most_50_words(rehearsal):
+    slice_dir, work, proc = rehearsal
+    counts = {}
+    for lang in ("en", "vi"):
+        for line in lines(work / "text" / f"full.{lang}"):
+            for w in line.split():
+                counts.setdefault(lang, {}).setdefault(w, 0)
+                counts[lang][w] += 1
+        kept = {w for w, c in counts[lang].items() if c >= 5}
+        words = [line.split()[0] for line in lines(work / "data-bin" / f"dict.{lang}.txt")]
+        assert set(words) == kept and len(words) == len(kept)  # no padding words (--padding-factor 1)
+    train = list(zip(lines(work / "text/train.en"), lines(work / "text/train.vi")))
+    assert train and all(1 <= len(s.split()) <= 50 and 1 <= len(t.split()) <= 50 for s, t in train)
+    assert len(train) < 1500  # the slice has longer pairs, and they are gone
+    n = {lang: sum(c >= 5 for c in counts[lang].values()) for lang in counts}
+    assert f"vocabularies: {n['en']} English, {n['vi']} Vietnamese words (and <unk> <s> </s>)" in proc.stderr
+    for split in ("valid", "test"):
+        assert (work / "data-raw" / f"{split}.en-vi.en").is_file()  # --replace-unk reads the words
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_eval_chooses_on_tst2012_and_translates_tst2013_once(rehearsal, system):
+    slice_dir, work, _ = rehearsal
+    d = work / "systems" / system
+    assert "done training" in (d / "train.log").read_text(encoding="utf-8")
+    assert sorted(p.name for p in (d / "candidates").glob("*.pt")) == ["1.pt", "2.pt", "best.pt"]
+    choice = json.loads((d / "choice.json").read_text(encoding="utf-8"))
+    assert choice["model"] in ("best", "1", "2") and choice["beam"] == 2 and choice["lenpen"] in ("1.0", "1.2")
+    tried = sorted(p.name for p in (d / "runs").glob("tst2012.*.b2.*.hyp") if ".unk" not in p.name)
+    assert len(tried) == 4  # three models at lenpen 1.0, then the other length penalty for the chosen one
+    tst2013 = sorted(p.name for p in (d / "runs").glob("tst2013.*.hyp"))
+    which = choice["model"]
+    assert tst2013 == sorted([f"tst2013.{which}.b1.lp1.0.hyp", f"tst2013.{which}.b2.lp{choice['lenpen']}.hyp",
+                              f"tst2013.{which}.b2.lp{choice['lenpen']}.unk.hyp"])
+    final = json.loads((d / "final.json").read_text(encoding="utf-8"))
+    assert [(r["set"], r["beam"], r["unk"]) for r in final["rows"]] == [
+        ("tst2012", "1", "0"), ("tst2012", "2", "0"), ("tst2012", "2", "1"),
+        ("tst2013", "1", "0"), ("tst2013", "2", "0"), ("tst2013", "2", "1")]
+    for r in final["rows"]:
+        n = len(lines(slice_dir / f"{r['set']}.en"))
+        assert len(lines(r["hyp"])) == n  # one tokenised line per source line
+        assert len(lines(r["hyp"][:-len(".hyp")] + ".detok")) == n
+        float(r["bleu"]), float(r["sacrebleu"])
+        if r["unk"] == "1":
+            assert "<unk>" not in Path(r["hyp"]).read_text(encoding="utf-8")
+    assert (d / "curve.tsv").read_text(encoding="utf-8").count("\n") == 3  # a header and two validations
+    assert (d / "attention_3.png").stat().st_size > 0
+
+
+def test_the_table_puts_the_systems_beside_the_anchors(rehearsal):
+    _, work, proc = rehearsal
+    table = (work / "results.md").read_text(encoding="utf-8")
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| system")]
+    assert [r.split(" | ")[0][2:] for r in rows] == ["Luong & Manning 2015 (Stanford)", "TensorFlow NMT tutorial",
+                                                    "Joey NMT iwslt_envi_luong", *SYSTEMS]
+    assert "| 23.2 | 23.8 | 25.5 | 26.1 |" in rows[1] and "| 25.8 | 26.5 |" in rows[2]
+    for row, system in zip(rows[3:], SYSTEMS):
+        final = json.loads((work / "systems" / system / "final.json").read_text(encoding="utf-8"))
+        beam13 = [r for r in final["rows"] if r["set"] == "tst2013" and r["beam"] == "2" and r["unk"] == "0"][0]
+        assert f"| {float(beam13['bleu']):.2f} |" in row and "| 2 |" in row  # its BLEU, its epochs
+    by_length = (work / "bleu_by_length.md").read_text(encoding="utf-8")
+    assert "| 41-50 |" in by_length and "| >60 |" in by_length and all(s in by_length for s in SYSTEMS)
+    assert (work / "bleu_by_length.png").stat().st_size > 0 and (work / "curves.png").stat().st_size > 0
+    assert all(s in (work / "curves.md").read_text(encoding="utf-8") for s in SYSTEMS)
+
+
+def test_a_second_run_trains_and_translates_nothing_again(rehearsal):
+    slice_dir, work, _ = rehearsal
+    proc = run(slice_dir, work, "all")
+    assert proc.stderr.count("trained already") == len(SYSTEMS)
+    assert "translating" not in proc.stderr and "training " not in proc.stderr
+
+
+def test_an_unknown_system_and_a_bad_option_stop_before_any_work(tmp_path):
+    for args, message in ((["--systems", "transformer", "all"], "unknown system 'transformer'"),
+                          (["--units", "15", "prepare"], "--units 15: give an even size"),
+                          (["--beams", "0", "prepare"], "--beams 0: give beam sizes")):
+        proc = subprocess.run(["bash", str(RUN), "--work-dir", str(tmp_path / "w"), *args], capture_output=True,
+                              text=True)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+        assert not (tmp_path / "w" / "data-bin").exists()
+
+
+def test_the_speed_benchmark_runs_the_recipes_options_side_by_side(rehearsal):
+    """scripts/bench/benchmark_iwslt.py on the rehearsal's data: one timed update each, a row per
+    system with its ratio to lstm (lstm's own: 1.00)."""
+    _, work, _ = rehearsal
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench" / "benchmark_iwslt.py"), str(work),
+                           "--updates", "1", "--warmup", "1", "--repeats", "1", "--threads", "1"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split(" | ") for line in proc.stdout.splitlines() if line.startswith("| luong") or
+            line.startswith("| lstm")]
+    assert [r[0][2:] for r in rows] == ["luong_global_general", "lstm"]
+    assert rows[1][2] == "1.00" and float(rows[0][1]) > 0 and float(rows[0][2]) > 0
+    assert "IWSLT'15 En-Vi (run.sh's options: 2 x 512" in proc.stdout
