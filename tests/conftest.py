@@ -21,11 +21,14 @@ LONG_FIRST = ["test_learning.py", "test_in_form.py", "test_recipes.py", "test_pe
 # end to end: the learning tests, the perSPE recipe, and every test that needs a fixture which
 # runs a recipe (the WMT'14 rehearsal, the Multi30k recipe, the in-form study, the GPU
 # stand-ins through the WMT'14 recipe), and fairseq's own models trained with and without the plugin
-# (test_coexistence.py, 12 processes). `bash test.sh` runs the rest (-m "not full").
+# (test_coexistence.py, 12 processes), and training on several processes (test_distributed.py's
+# torchrun and SIGKILL runs, beside their one-process reference: 5 process starts, about 35 s of
+# the 2 cores). `bash test.sh` runs the rest (-m "not full").
 FULL_FILES = {"test_learning.py", "test_perspe_e2e.py", "test_coexistence.py", "test_iwslt_recipe.py"}
 FULL_FIXTURES = {("test_recipes.py", "rehearsal"), ("test_recipes.py", "stanford"), ("test_recipes.py", "multi30k"),
                  ("test_in_form.py", "work"), ("test_gpu_paths.py", "release"),
-                 ("test_generation_options.py", "family"), ("test_generation_options.py", "data_bin")}
+                 ("test_generation_options.py", "family"), ("test_generation_options.py", "data_bin"),
+                 ("test_distributed.py", "one_process")}
 
 
 def pytest_configure(config):

@@ -282,17 +282,17 @@ def build_diagonal_model(root):
     """
     (root / "raw").mkdir()
     write_word_corpus(root / "raw")
-    run([bin_path("fairseq-preprocess"), "-s", "en", "-t", "de", "--trainpref", str(root / "raw/train"),
-         "--validpref", str(root / "raw/valid"), "--testpref", str(root / "raw/test"),
-         "--destdir", str(root / "bin"), "--dataset-impl", "raw", "--nwordssrc", "12",
-         "--nwordstgt", "12", "--workers", "1"])
+    # in this process (a fixture's commands are not under test: two process starts saved)
+    cli("preprocess", ["-s", "en", "-t", "de", "--trainpref", root / "raw/train",
+                       "--validpref", root / "raw/valid", "--testpref", root / "raw/test",
+                       "--destdir", root / "bin", "--dataset-impl", "raw", "--nwordssrc", "12",
+                       "--nwordstgt", "12", "--workers", "1"])
     tiny = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
             "--decoder-hidden-size", "8"]
-    run([bin_path("fairseq-train"), str(root / "bin"), "--dataset-impl", "raw", "--user-dir", USER_DIR,
-         "--arch", "luong_localm", *tiny, "--local-window", "0", "--reverse-source",
-         "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "1000", "--max-update", "1",
-         "--disable-validation", "--no-epoch-checkpoints", "--num-workers", "0",
-         "--save-dir", str(root / "ckpt")])
+    cli("train", [root / "bin", "--dataset-impl", "raw", "--user-dir", USER_DIR,
+                  "--arch", "luong_localm", *tiny, "--local-window", "0", "--reverse-source",
+                  "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "1000", "--max-update", "1",
+                  "--disable-validation", "--no-epoch-checkpoints", "--save-dir", root / "ckpt"])
     import fairseq_luong  # noqa: F401  (allowlists what fairseq checkpoints hold)
 
     state = torch.load(root / "ckpt" / "checkpoint_last.pt", weights_only=True)

@@ -230,7 +230,7 @@ def test_segmenter_keeps_one_group_per_word_when_normalisation_splits_a_word(tmp
 
 
 @pytest.mark.parametrize("paper_convention", [False, True])
-def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, paper_convention):
+def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, capsys, paper_convention):
     """The crafted model's step t attends to source word t alone (the EOS from t = n on):
     fairseq's rows link target word j to source word j, footnote 14's (local-m with the
     general score is content-based) to word j + 1; a word whose row sits on the EOS gets
@@ -241,10 +241,11 @@ def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, pap
     (tmp_path / "src").write_text("\n".join(src) + "\n", encoding="utf-8")
     (tmp_path / "tgt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
     ckpt = str(diagonal_model / "crafted.pt")
-    proc = run([sys.executable, str(REPO / "scripts" / "eval" / "force_align.py"), str(diagonal_model / "bin"),
-                "--path", f"{ckpt}:{ckpt}", "--source", str(tmp_path / "src"), "--target", str(tmp_path / "tgt"),
-                *(["--paper-convention"] if paper_convention else []), "--batch-size", "2"])
-    lines = proc.stdout.split("\n")[:-1]
+    script("force_align")([str(diagonal_model / "bin"), "--path", f"{ckpt}:{ckpt}", "--source", str(tmp_path / "src"),
+                           "--target", str(tmp_path / "tgt"), *(["--paper-convention"] if paper_convention else []),
+                           "--batch-size", "2"])
+    proc = capsys.readouterr()
+    lines = proc.out.split("\n")[:-1]
     assert len(lines) == len(src)
     for s, t, line in zip(src, tgt, lines):
         n, m = len(s.split()), len(t.split())
@@ -255,7 +256,7 @@ def test_force_align_links_every_sentence_in_range(diagonal_model, tmp_path, pap
     rows = ("footnote 14 (--paper-convention): 2 of 2 model(s) read a_t as the input word y_{t-1}'s (content-based "
             "scores), the others as y_t's" if paper_convention else
             "a_t aligns the predicted word y_t, as fairseq's --print-alignment (not --paper-convention)")
-    assert proc.stderr.splitlines()[-1] == (
+    assert proc.err.splitlines()[-1] == (
         f"force_align.py: 5 sentences, {sum(len(line.split()) for line in lines)} links to stdout: 0-indexed i-j, i "
         f"the source word ({tmp_path / 'src'}), j the target word ({tmp_path / 'tgt'}), one link per target word; "
         f"rows: {rows}; words as in the text, one token each; attention averaged over 2 models")
