@@ -159,8 +159,33 @@ def test_the_docs_name_every_patch_that_apply_all_applies():
     assert [c for c in calls if c not in drawing] == []
     index = (docs / "fairseq_patches.md").read_text(encoding="utf-8")
     modules = sorted(p.name for p in Path(fairseq_patches.__file__).parent.glob("*.py")
-                     if p.name not in ("__init__.py", "patching.py"))
+                     if p.name not in ("__init__.py", "__main__.py", "patching.py"))
     assert [m for m in modules if f"| `{m}` |" not in index] == []
+
+
+def test_every_patch_apply_all_applies_is_marked_a_fix_a_check_or_ours_as_the_docs_table_says(capsys):
+    """Each function apply_all calls carries its kind and what it acts on (patching.patch),
+    nothing marked is left out of apply_all, and docs/fairseq_patches.md's table is what
+    ``python -m fairseq_luong.fairseq_patches --markdown`` prints."""
+    import inspect
+    import re
+
+    from fairseq_luong.fairseq_patches import by_kind
+    from fairseq_luong.fairseq_patches.__main__ import main, markdown
+    from fairseq_luong.fairseq_patches.patching import KINDS, PATCHES
+
+    calls = re.findall(r"^\s+(\w+\.\w+)\(\)", inspect.getsource(apply_all), re.M)
+    assert len(calls) == len(set(calls)) >= 30
+    assert sorted(calls) == sorted(PATCHES)  # each call marked, each mark called
+    assert all(p.kind in KINDS and len(p.acts_on) > 20 for p in PATCHES.values())
+    kinds = by_kind()
+    assert set(kinds) == {"fix", "check", "ours"} and all(kinds.values())
+    main([])  # python -m fairseq_luong.fairseq_patches
+    listed = capsys.readouterr().out
+    assert [name for name in PATCHES if f"  {name}: " not in listed] == []
+    index = (Path(fairseq_luong.__file__).parents[1] / "docs" / "fairseq_patches.md").read_text(encoding="utf-8")
+    marker = "<!-- python -m fairseq_luong.fairseq_patches --markdown -->\n"
+    assert index.split(marker, 1)[1].split("\n<!-- end -->")[0] == markdown()
 
 
 def test_clipping_with_cpu_gradients_on_a_machine_with_cuda_sums_the_norm_where_they_are(monkeypatch):

@@ -9,6 +9,12 @@ module's docstring says what fairseq does wrong, where, and what we do instead, 
 the earlier one, so it runs first (outside) and the earlier one runs inside it. Those
 targets are marked "(1 of 2)" / "(2 of 2)" below. Applying twice changes nothing.
 
+Each function below is marked with its kind (``patching.patch``): a **fix** of fairseq (every
+fairseq model; fairseq's own results unchanged wherever fairseq worked), a **check** (refuses an
+option or an input only where fairseq would ignore it or fail on it), or **ours** (the plugin's
+own models only), and with what it acts on. :func:`by_kind` lists them;
+``python -m fairseq_luong.fairseq_patches`` prints the list (``docs/fairseq_patches.md`` holds it).
+
 One patch is not applied here: ``no_user_dir_hint.py`` is for a run WITHOUT the plugin
 (``--user-dir`` forgotten), so ``scripts/setup.sh`` makes Python run it at start-up.
 """
@@ -35,6 +41,12 @@ from . import (
     segmentation,
     unk_replacement,
 )
+from .patching import KINDS, PATCHES
+
+
+def by_kind():
+    """{kind: [Patch, ...]} for fix, check and ours, each in module order."""
+    return {kind: sorted((p for p in PATCHES.values() if p.kind == kind), key=lambda p: p.name) for kind in KINDS}
 
 
 def apply_all():

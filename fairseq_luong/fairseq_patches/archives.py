@@ -32,7 +32,7 @@ import tempfile
 from fairseq import file_utils
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import FIX, patch, wrap_once
 
 
 def _refusal(archive, member, extract_to):
@@ -86,6 +86,8 @@ def _unpacking_safely(load_archive_file):
     return wrapper
 
 
+@patch(FIX, "from_pretrained on a local .tar.gz/.tar.bz2/.tgz or a URL, for every fairseq model: unpacked into a "
+       "folder of its own, the archive left as it was")
 def patch_archives():
     """``file_utils.load_archive_file``: a local archive unpacked into a folder of its own,
     checked member by member; a URL without ``requests`` in one line."""

@@ -55,7 +55,7 @@ from fairseq.tasks import FairseqTask
 from fairseq.trainer import Trainer
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import FIX, patch, wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +142,8 @@ def _marking_training_batches(get_train_iterator):
     return wrapper
 
 
+@patch(FIX, "batches of sentences scored or translated (generate, validate, eval-lm, interactive), for every "
+       "model; a training set's batches stay fairseq's")
 def patch_final_batch():
     """``data_utils.batch_by_size``: the final partial batch is kept (fairseq issue #5036) where
     sentences are scored or translated; ``Trainer.get_train_iterator`` marks a training set's
@@ -150,6 +152,7 @@ def patch_final_batch():
     wrap_once(Trainer, "get_train_iterator", _marking_training_batches)
 
 
+@patch(FIX, "--num-batch-buckets under numpy 2, for every model")
 def patch_numpy_2():
     """``data_utils``, ``language_pair_dataset``, ``token_block_dataset``: numpy with the two
     numpy 1 names they use (numpy 2 only; numpy itself is not changed)."""
@@ -181,5 +184,6 @@ def _batches_of_the_first_epoch(get_batch_iterator):
     return wrapper
 
 
+@patch(FIX, "a training resumed after its first epoch, for every model: the uninterrupted run's batches")
 def patch_resume_batches():
     wrap_once(FairseqTask, "get_batch_iterator", _batches_of_the_first_epoch)

@@ -31,7 +31,7 @@ from fairseq import checkpoint_utils, tasks
 from fairseq.trainer import Trainer
 
 from ..errors import UserError
-from .patching import in_python_call, wrap_once
+from .patching import CHECK, in_python_call, patch, wrap_once
 
 KEY = "fairseq_luong_data"
 
@@ -183,6 +183,8 @@ def _checked_resume(load_checkpoint):
     return wrapper
 
 
+@patch(CHECK, "a checkpoint of a task with a source and a target dictionary loaded with other languages or "
+       "dictionaries than it was trained on (fairseq loads it when the sizes fit); each checkpoint saved records them")
 def patch_checkpoint_identity():
     """``Trainer.save_checkpoint`` records the data; ``load_checkpoint_to_cpu`` checks the
     record against the run's task, inside ``load_model_ensemble_and_task`` and

@@ -43,7 +43,7 @@ import torch
 from fairseq import checkpoint_utils
 
 from ..errors import UserError
-from .patching import in_python_call, wrap_once
+from .patching import FIX, in_python_call, patch, wrap_once
 
 
 class CheckpointLoadError(UserError):
@@ -67,6 +67,7 @@ def checkpoint_safe_globals():
     ]
 
 
+@patch(FIX, "torch's weights-only loading of every fairseq checkpoint: exactly the globals they hold")
 def allow_checkpoint_globals():
     """torch's weights-only unpickler: allow :func:`checkpoint_safe_globals` (and nothing else)."""
     torch.serialization.add_safe_globals(checkpoint_safe_globals())
@@ -235,12 +236,15 @@ def _named_missing_file(load_ensemble):
     return load_model_ensemble_and_task
 
 
+@patch(FIX, "load_checkpoint_to_cpu, for every checkpoint: weights_only=True whatever the environment says")
 def patch_safe_loading():
     """``torch.load`` called by fairseq's ``load_checkpoint_to_cpu``: ``weights_only=True``,
     whatever ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says; any other call: as it is."""
     wrap_once(torch, "load", _weights_only_for_checkpoints)
 
 
+@patch(FIX, "a checkpoint that does not load (missing, cut short, refused, not a checkpoint), for every model: "
+       "one line where fairseq's traceback was")
 def patch_load_errors():
     """``load_checkpoint_to_cpu`` and ``load_model_ensemble_and_task``: a file that is not a
     checkpoint, a checkpoint that cannot be loaded, or one that is not there, is a one-line

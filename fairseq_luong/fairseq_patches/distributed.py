@@ -29,7 +29,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 
 from ..errors import UserError
-from .patching import runs_on_cpu, wrap_once
+from .patching import FIX, patch, runs_on_cpu, wrap_once
 
 logger = logging.getLogger(__name__)
 TORCHRUN_ENV = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -108,6 +108,7 @@ def _no_device_ids_on_cpu(ddp):
     return cpu_or_gpu_ddp
 
 
+@patch(FIX, "a training under torchrun on CPUs, for every model (fairseq trained each process alone)")
 def patch_torchrun():
     """``call_main``: world size, rank and device from torchrun's environment, gloo on the CPU;
     ``DistributedDataParallel``: no device ids for a CPU model."""

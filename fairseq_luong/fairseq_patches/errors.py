@@ -25,7 +25,7 @@ import signal
 import sys
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import FIX, patch, wrap_once
 
 
 def stdout_reader_gone():
@@ -64,6 +64,8 @@ def _print_user_errors(hook):
     return excepthook
 
 
+@patch(FIX, "a UserError or a closed output pipe at the top of any fairseq command: one line, or SIGPIPE; every "
+       "other exception as it was")
 def patch_excepthook():
     """``sys.excepthook``: a ``UserError`` that reaches the top prints as ``PROG: error: MESSAGE``;
     a ``BrokenPipeError`` of a closed standard output ends the process quietly."""

@@ -44,7 +44,7 @@ from fairseq.search import DiverseBeamSearch, LengthConstrainedBeamSearch, Sampl
 from fairseq.sequence_generator import SequenceGenerator
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import CHECK, FIX, patch, wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -156,16 +156,19 @@ def _checked_language_model(init):
     return __init__
 
 
+@patch(FIX, "--no-repeat-ngram-size without fairseq's CUDA extension, for every model")
 def patch_ngram_blocking():
     """``NGramRepeatBlock._no_repeat_ngram``: N-grams of the generated prefix are blocked."""
     wrap_once(NGramRepeatBlock, "_no_repeat_ngram", _blocking_generated_ngrams)
 
 
+@patch(FIX, "--diverse-beam-groups, for every model")
 def patch_diverse_beam_search():
     """``DiverseBeamSearch.step``: the groups' overlap follows the batch as sentences finish."""
     wrap_once(DiverseBeamSearch, "step", _overlap_kept_in_batch_rows)
 
 
+@patch(FIX, "--match-source-len, for every model")
 def patch_match_source_len():
     """``LengthConstrainedBeamSearch.step``: each translation as long as its source;
     ``SequenceGenerator.is_finished``: a sentence is finished at that length."""
@@ -173,11 +176,14 @@ def patch_match_source_len():
     wrap_once(SequenceGenerator, "is_finished", _finished_at_source_length)
 
 
+@patch(FIX, "--sampling-topk above the target vocabulary, for every model")
 def patch_sampling_topk():
     """``Sampling.__init__``: top-K of at most the target vocabulary's words."""
     wrap_once(Sampling, "__init__", _topk_within_the_vocabulary)
 
 
+@patch(CHECK, "--lm-path with a translation checkpoint (fairseq: TypeError) or a language model over another "
+       "dictionary of the same size (wrong scores)")
 def patch_language_model():
     """``SequenceGenerator.__init__``: --lm-path must be a language model over the target words."""
     wrap_once(SequenceGenerator, "__init__", _checked_language_model)

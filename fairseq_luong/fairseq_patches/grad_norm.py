@@ -21,7 +21,7 @@ import functools
 import torch
 from fairseq import utils
 
-from .patching import wrap_once
+from .patching import FIX, patch, wrap_once
 
 
 def _norm_where_the_grads_are(clip_grad_norm_):
@@ -46,5 +46,6 @@ def _norm_where_the_grads_are(clip_grad_norm_):
     return torch.no_grad()(wrapper)
 
 
+@patch(FIX, "--clip-norm with --cpu on a machine with a GPU, for every model")
 def patch_grad_norm_device():
     wrap_once(utils, "clip_grad_norm_", _norm_where_the_grads_are)

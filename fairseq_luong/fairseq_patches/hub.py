@@ -42,7 +42,7 @@ from ..checks.generation import check_generation_keywords
 from ..errors import UserError
 from . import segmentation
 from .checkpoints import folder_holds
-from .patching import python_call, wrap_once
+from .patching import CHECK, OURS, patch, python_call, wrap_once
 
 _SUBWORD_FILES = ("sentencepiece_model", "bpe_codes", "bpe_vocab", "bpe_merges")  # fairseq's own names
 _PREPROCESS = "the folder fairseq-preprocess wrote (its --destdir), which holds dict.SRC.txt and dict.TGT.txt"
@@ -165,12 +165,17 @@ def _our_models_interface(from_pretrained):
     return wrapper
 
 
+@patch(CHECK, "hub_utils.from_pretrained, for every model: a folder, file, subword model or option that is not "
+       "there or does not fit, refused in one line; no dictionary asked for before the task says which it "
+       "reads")
 def patch_hub_loading():
     """``hub_utils.from_pretrained``: folders, files and options checked, and every check of
     loading in ``from_pretrained``'s terms."""
     wrap_once(hub_utils, "from_pretrained", _checked_from_pretrained)
 
 
+@patch(OURS, "FairseqModel.from_pretrained on one of the plugin's checkpoints: the interface our model classes "
+       "return; fairseq's own models keep theirs")
 def patch_from_pretrained():
     """``BaseFairseqModel.from_pretrained`` (a classmethod): our models get our interface."""
     wrap_once(BaseFairseqModel, "from_pretrained", _our_models_interface)

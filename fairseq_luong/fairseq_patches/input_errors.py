@@ -42,7 +42,7 @@ from fairseq.tasks import translation
 
 from ..data.text import DataError, iter_lines
 from ..errors import UserError
-from .patching import as_config, fairseq_cli_modules, in_python_call, wrap_once
+from .patching import CHECK, FIX, as_config, fairseq_cli_modules, in_python_call, patch, wrap_once
 
 logger = logging.getLogger(__name__)
 _PREPROCESS = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"
@@ -204,6 +204,8 @@ def _no_soft_alignment(main):
     return wrapper
 
 
+@patch(CHECK, "a data folder, split or dictionary that a task reads and lacks, or a binarized split cut short, for "
+       "every task: one line naming it where fairseq raised")
 def patch_data_directories():
     """``infer_language_pair``, ``Dictionary.add_from_file``, ``load_langpair_dataset``,
     ``load_indexed_dataset``: a missing, empty or wrong data directory, dictionary or split,
@@ -214,6 +216,7 @@ def patch_data_directories():
     wrap_once(data_utils, "load_indexed_dataset", _checked_binarized)
 
 
+@patch(FIX, "fairseq-interactive's input, for every model: UTF-8 whatever the locale, a bad byte a warning")
 def patch_interactive_input():
     """fairseq-interactive's ``buffered_read``: lines decoded as UTF-8 whatever the locale;
     a bad byte is replaced, with a warning naming the line."""
@@ -221,6 +224,7 @@ def patch_interactive_input():
         wrap_once(module, "buffered_read", _utf8_lines)
 
 
+@patch(CHECK, "fairseq-interactive --print-alignment soft (fairseq fails after the first line)")
 def patch_interactive_soft_alignment():
     """fairseq-interactive's ``main``: ``--print-alignment soft`` is refused before any work."""
     for module in fairseq_cli_modules("interactive"):

@@ -26,7 +26,7 @@ import logging
 import numpy as np
 import torch
 
-from .patching import fairseq_cli_modules, wrap_once
+from .patching import FIX, fairseq_cli_modules, patch, wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +98,8 @@ def _cutting_long_lines(make_batches):
     return wrapper
 
 
+@patch(FIX, "fairseq-interactive's lines over the model's positions or --max-tokens, for every model: cut or "
+       "batched alone, with a warning")
 def patch_interactive_long_lines():
     """fairseq-interactive's ``make_batches``: cut an over-long line, with a warning."""
     for module in fairseq_cli_modules("interactive"):

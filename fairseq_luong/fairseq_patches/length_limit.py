@@ -26,7 +26,7 @@ import logging
 from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithAlignment
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import FIX, patch, wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,8 @@ def _warn_at_limit(generate_fn):
     return generate
 
 
+@patch(FIX, "SequenceGenerator.generate, for every model: a warning where a translation reached the length limit; "
+       "a --min-len above it in one line")
 def patch_length_limit():
     """``SequenceGenerator.generate`` and ``SequenceGeneratorWithAlignment.generate``: warn about
     translations cut at the length limit."""

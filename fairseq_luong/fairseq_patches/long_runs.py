@@ -55,7 +55,7 @@ from fairseq.file_io import PathManager
 from fairseq.trainer import Trainer
 
 from ..errors import UserError
-from .patching import as_config, wrap_once
+from .patching import FIX, as_config, patch, wrap_once
 
 LOCK_NAME = ".fairseq_luong.lock"
 
@@ -298,6 +298,8 @@ def stop_consumers(timeout=30.0):
         consumer.join(timeout)
 
 
+@patch(FIX, "fairseq-train's --save-dir and checkpoint writes, for every model: one training a folder, whole "
+       "files or none, another architecture on resume in one line")
 def patch_long_runs():
     """fairseq-train's ``main``: --save-dir locked, not a file, divergence in one line;
     ``torch_persistent_save`` and checkpoint_utils' copies: whole files or none;

@@ -21,7 +21,7 @@ from fairseq import utils
 from fairseq.tasks import FairseqTask
 from fairseq.trainer import Trainer
 
-from .patching import wrap_once
+from .patching import FIX, patch, wrap_once
 
 _update = {}  # the update in progress: seed, num_updates, first_index, next micro-batch
 
@@ -57,6 +57,7 @@ def _reseed_microbatch(train_step):
     return wrapper
 
 
+@patch(FIX, "a training with more than one micro-batch an update, for every model: a seed per micro-batch")
 def patch_microbatch_seeds():
     """``Trainer.train_step`` notes the update; ``FairseqTask.train_step`` reseeds each
     micro-batch after the first from (seed, update, its index across processes)."""

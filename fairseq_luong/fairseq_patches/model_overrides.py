@@ -26,7 +26,7 @@ from fairseq import checkpoint_utils
 from omegaconf import DictConfig
 
 from ..errors import UserError
-from .patching import in_python_call, wrap_once
+from .patching import CHECK, in_python_call, patch, wrap_once
 
 _MODEL_SETTINGS = {}  # checkpoint path -> the names of its model's settings, as _check_keys last read them
 # inside _check_keys: {"all", "model"} the names of the checkpoint's settings before fairseq applied the overrides
@@ -175,6 +175,8 @@ def _check_fit(load_ensemble):
     return load_model_ensemble_and_task
 
 
+@patch(CHECK, "--model-overrides and from_pretrained keywords that name no setting of the checkpoint (fairseq "
+       "ignores them) or change a size (fairseq fails); fairseq's own hub keywords pass")
 def patch_model_overrides():
     """``load_checkpoint_to_cpu``: refuse an override key the checkpoint's config does not
     have (as ``overwrite_args_by_name`` found it, before it applied them);

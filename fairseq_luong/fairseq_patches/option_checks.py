@@ -42,7 +42,7 @@ from fairseq import options
 
 from ..checks.generation import check_generation, check_values
 from ..errors import ConfigError
-from .patching import wrap_once
+from .patching import CHECK, patch, wrap_once
 
 
 def _checking_values(parse_args_and_arch):
@@ -63,6 +63,8 @@ def _checking_values(parse_args_and_arch):
     return wrapper
 
 
+@patch(CHECK, "option values fairseq would crash on or misuse, for every command; the generation options only for a "
+       "task that generates with FairseqTask.build_generator")
 def patch_option_checks():
     """``options.parse_args_and_arch``: the values are checked before anything runs."""
     wrap_once(options, "parse_args_and_arch", _checking_values)

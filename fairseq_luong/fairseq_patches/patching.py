@@ -19,6 +19,40 @@ import torch
 
 from ..checks.option_names import in_python_call, option, python_call  # noqa: F401 (the patches' names for them)
 
+# What each patch is (docs/fairseq_patches.md, "Which models each patch touches"): every function
+# apply_all calls is marked with one of these kinds, and with the models, commands or inputs it acts on
+FIX = "fix"  # fairseq on today's torch, numpy or Python, or a fairseq bug: every fairseq model, and
+#              fairseq's own results unchanged wherever fairseq worked
+CHECK = "check"  # refuses an option or an input in one line, only where fairseq would ignore it or fail on it
+OURS = "ours"  # acts on the plugin's own models only
+KINDS = (FIX, CHECK, OURS)
+
+
+class Patch:
+    """One patch function: its kind and what it acts on (its premise)."""
+
+    def __init__(self, kind, name, acts_on):
+        self.kind, self.name, self.acts_on = kind, name, acts_on
+
+    def __repr__(self):
+        return f"{self.name} ({self.kind}): {self.acts_on}"
+
+
+PATCHES = {}  # "module.function" -> Patch, as the modules are imported
+
+
+def patch(kind, acts_on):
+    """Mark a patch function, ``@patch(FIX, "...")``, with its kind and what it acts on;
+    registered in :data:`PATCHES`, the function itself unchanged."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: one of {KINDS}")
+
+    def mark(function):
+        name = f"{function.__module__.rsplit('.', 1)[-1]}.{function.__name__}"
+        function.patch = PATCHES[name] = Patch(kind, name, acts_on)
+        return function
+    return mark
+
 
 def wrap_once(owner, name, wrap):
     """``owner.name = wrap(owner.name)``, unless ``wrap`` was applied already. A classmethod

@@ -23,7 +23,7 @@ import functools
 import fairseq_cli.train
 from fairseq.trainer import Trainer
 
-from .patching import wrap_once
+from .patching import FIX, patch, wrap_once
 
 KEY = "should_stop_early"  # in the checkpoint's extra_state: {"best": float, "num_runs": int}
 
@@ -55,6 +55,7 @@ def _restoring_the_count(load_checkpoint):
     return wrapper
 
 
+@patch(FIX, "--patience across a resume, for every model")
 def patch_patience_resume():
     wrap_once(Trainer, "save_checkpoint", _saving_the_count)
     wrap_once(Trainer, "load_checkpoint", _restoring_the_count)

@@ -24,7 +24,7 @@ import functools
 from fairseq.optim.lr_scheduler.reduce_lr_on_plateau import ReduceLROnPlateauLRSchedule
 from fairseq.trainer import Trainer
 
-from .patching import wrap_once
+from .patching import FIX, patch, wrap_once
 
 _UNSAVED = ("num_bad_epochs", "cooldown_counter")  # torch's ReduceLROnPlateau counters
 
@@ -73,6 +73,7 @@ def _taking_the_skipped_step(load_checkpoint):
     return wrapper
 
 
+@patch(FIX, "--lr-scheduler reduce_lr_on_plateau stopped between epochs and resumed, for every model")
 def patch_plateau_resume():
     wrap_once(ReduceLROnPlateauLRSchedule, "state_dict", _with_counters)
     wrap_once(ReduceLROnPlateauLRSchedule, "load_state_dict", _restoring_counters)

@@ -49,7 +49,7 @@ from fairseq.tasks import FairseqTask
 from fairseq.trainer import Trainer
 from omegaconf import DictConfig
 
-from .patching import as_config, fairseq_cli_modules, runs_on_cpu, wrap_once
+from .patching import FIX, as_config, fairseq_cli_modules, patch, runs_on_cpu, wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +204,7 @@ def _amp_for_generation(inference_step):
     return wrapper
 
 
+@patch(FIX, "--bf16, --fp16 and --amp training on the CPU, for every model")
 def patch_training_precision():
     """``call_main`` makes the flags runnable; ``FairseqTask.train_step`` autocasts on the CPU
     under ``--amp``; ``AMPOptimizer.__init__`` takes no CUDA gradient scaler on the CPU;
@@ -214,6 +215,7 @@ def patch_training_precision():
     wrap_once(AMPOptimizer, "__init__", _no_cuda_scaler_on_cpu)
 
 
+@patch(FIX, "--bf16 and --amp in fairseq-generate and -interactive, for every model (fairseq ignored both)")
 def patch_generation_precision():
     """fairseq-generate's ``_main`` and fairseq-interactive's ``main`` mark the run;
     ``prepare_for_inference_`` converts to bfloat16 for ``--bf16``; ``inference_step``

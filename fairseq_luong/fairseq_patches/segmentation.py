@@ -25,7 +25,7 @@ from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE
 from fairseq.tasks import FairseqTask
 
 from ..errors import UserError
-from .patching import wrap_once
+from .patching import CHECK, patch, wrap_once
 
 SPACE = "\u2581"  # SentencePiece's mark of a word's beginning
 MARKED = 0.01  # the share of a dictionary's text in pieces marked so, from which it holds such pieces
@@ -127,6 +127,7 @@ def _checked_sentencepiece(build_bpe):
     return wrapper
 
 
+@patch(CHECK, "--bpe sentencepiece with a model whose pieces cover neither dictionary")
 def patch_bpe_fit():
     """``FairseqTask.build_bpe`` (fairseq-interactive, fairseq-generate): a SentencePiece model
     that made neither dictionary is refused."""

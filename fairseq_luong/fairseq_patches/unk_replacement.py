@@ -45,7 +45,7 @@ from fairseq.tokenizer import tokenize_line
 
 from ..data.text import DataError, iter_lines
 from ..errors import UserError
-from .patching import fairseq_cli_modules, wrap_once
+from .patching import FIX, fairseq_cli_modules, patch, wrap_once
 
 # what argparse stores for a bare ``--replace-unk`` (GenerationConfig's argparse_const)
 _BARE_FLAG = "@@ "
@@ -250,6 +250,7 @@ def replaces_load_align_dict(original):
     return functools.wraps(original)(lambda replace_unk: load_align_dict(replace_unk))
 
 
+@patch(FIX, "--replace-unk, for every model with attention (fairseq's did not work at all)")
 def patch_unk_replacement():
     """The five places listed in the module docstring."""
     wrap_once(utils, "load_align_dict", replaces_load_align_dict)
