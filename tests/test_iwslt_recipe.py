@@ -153,3 +153,48 @@ def test_the_speed_benchmark_runs_the_recipes_options_side_by_side(rehearsal):
     assert [r[0][2:] for r in rows] == ["luong_global_general", "lstm"]
     assert rows[1][2] == "1.00" and float(rows[0][1]) > 0 and float(rows[0][2]) > 0
     assert "IWSLT'15 En-Vi (run.sh's options: 2 x 512" in proc.stdout
+
+
+def test_publish_copies_every_translation_anyone_can_rescore_and_the_table(rehearsal, tmp_path):
+    import sacrebleu
+
+    slice_dir, work, _ = rehearsal
+    results = tmp_path / "results"
+    run(slice_dir, work, "--results", str(results), "publish")
+    for system in SYSTEMS:
+        final = json.loads((work / "systems" / system / "final.json").read_text(encoding="utf-8"))
+        published = json.loads((results / f"{system}.final.json").read_text(encoding="utf-8"))
+        assert published["choice"]["beam"] == final["choice"]["beam"]
+        assert sorted(r["hyp"] for r in published["rows"]) == sorted(
+            f"{system}.{s}{kind}.hyp" for s in ("tst2012", "tst2013") for kind in ("", ".greedy", ".unk"))
+        for ours, theirs in zip(final["rows"], published["rows"]):
+            hyp = results / theirs["hyp"]
+            assert hyp.read_bytes() == Path(ours["hyp"]).read_bytes()
+            reference = lines(slice_dir / f"{ours['set']}.vi")
+            assert len(lines(hyp)) == len(reference) == len(lines(slice_dir / f"{ours['set']}.en"))
+            rescored = sacrebleu.corpus_bleu(lines(hyp), [reference], tokenize="none").score
+            assert rescored == pytest.approx(float(theirs["bleu"]), abs=0.01)
+        system_dir = work / "systems" / system
+        assert (results / f"{system}.train.log").read_bytes() == (system_dir / "train.log").read_bytes()
+        assert (results / f"{system}.curve.tsv").read_bytes() == (system_dir / "curve.tsv").read_bytes()
+        assert (results / f"{system}.attention_3.png").stat().st_size > 0
+        assert (results / f"{system}.code").read_text(encoding="utf-8").startswith("code train ")
+    assert (results / "results.md").read_bytes() == (work / "results.md").read_bytes()
+    assert (results / "bleu_by_length.png").stat().st_size > 0 and (results / "curves.md").exists()
+
+
+def test_publish_refuses_a_translation_cut_short_and_writes_nothing(tmp_path):
+    """results.py publish checks each translation against its source's line count first."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "tst2013.en").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "cut.hyp").write_text("A\nB\n", encoding="utf-8")
+    final = tmp_path / "final.json"
+    final.write_text(json.dumps(dict(choice=dict(model="best", model_path="x/best.pt", beam=5, lenpen="1.0"),
+                                     rows=[dict(set="tst2013", beam="5", lenpen="1.0", unk="0", bleu="1.0",
+                                                sacrebleu="1.0", hyp=str(tmp_path / "cut.hyp"))])), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(RUN.parent / "results.py"), "publish", f"luong={final}", "--work",
+                           str(tmp_path), "--data", str(tmp_path / "data"), "--results", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.strip() == (
+        f"error: {tmp_path / 'cut.hyp'} has 2 lines, tst2013.en 3: run.sh eval luong again")
+    assert not (tmp_path / "out").exists()

@@ -3,6 +3,8 @@
 
   results.py table [NAME=WORK/systems/NAME/final.json ...] --work WORK
   results.py hyp FINAL_JSON SET      the chosen translation of SET (tst2012 or tst2013)
+  results.py publish [NAME=FINAL_JSON ...] --work WORK --data DATA --results DIR
+                                     what anyone can re-score, into DIR (run.sh publish)
 
 Each system's final.json (run.sh eval) holds what was chosen on tst2012 (model, beam,
 length penalty) and a row per translation: set, beam, length penalty, --replace-unk, tokenised
@@ -96,6 +98,63 @@ def cmd_table(args):
           "chosen on tst2012; tst2013 translated once per final model.")
 
 
+# publish: each translation of final.json under a name of its own (the chosen beam and length
+# penalty: NAME.SET.hyp; beam 1: NAME.SET.greedy.hyp; with --replace-unk: NAME.SET.unk.hyp)
+def published_name(name, row, chosen_beam):
+    kind = ".unk" if row["unk"] == "1" else "" if int(row["beam"]) == int(chosen_beam) else ".greedy"
+    return f"{name}.{row['set']}{kind}.hyp"
+
+
+TABLE_FILES = ("results.md", "bleu_by_length.md", "bleu_by_length.png", "curves.md", "curves.png")
+
+
+def cmd_publish(args):
+    """Copy each system's translations (one tokenised line per source line: checked against
+    DATA/SET.en), its final.json (the translations by their published names), its training log,
+    learning curve, attention map, options and code version, and the table's files, into
+    --results. Nothing is written unless every file is there and whole."""
+    import glob
+    import shutil
+
+    copies, finals = [], {}
+    for spec in args.systems:
+        name, _, path = spec.partition("=")
+        final, system = load(path), os.path.join(args.work, "systems", name)
+        rows = []
+        for r in final["rows"]:
+            with open(os.path.join(args.data, f"{r['set']}.en"), encoding="utf-8") as f:
+                n_source = sum(1 for _ in f)
+            with open(r["hyp"], encoding="utf-8") as f:
+                n_hyp = sum(1 for _ in f)
+            if n_hyp != n_source:
+                raise SystemExit(f"error: {r['hyp']} has {n_hyp} lines, {r['set']}.en {n_source}: "
+                                 f"run.sh eval {name} again")
+            target = published_name(name, r, final["choice"]["beam"])
+            copies.append((r["hyp"], target))
+            rows.append(dict(r, hyp=target))
+        for source, target in (("train.log", f"{name}.train.log"), ("curve.tsv", f"{name}.curve.tsv"),
+                               ("options", f"{name}.options"), ("code", f"{name}.code")):
+            if os.path.exists(os.path.join(system, source)):
+                copies.append((os.path.join(system, source), target))
+        maps = sorted(glob.glob(os.path.join(system, "attention_*.png")))
+        copies += [(png, f"{name}.{os.path.basename(png)}") for png in maps]
+        choice = dict(final["choice"], model_path=os.path.basename(final["choice"]["model_path"]))
+        finals[f"{name}.final.json"] = dict(choice=choice, rows=rows)
+    copies += [(os.path.join(args.work, f), f) for f in TABLE_FILES if os.path.exists(os.path.join(args.work, f))]
+    missing = [src for src, _ in copies if not os.path.exists(src)]
+    if missing:
+        raise SystemExit(f"error: {missing[0]} is not there: run.sh eval and table first")
+    os.makedirs(args.results, exist_ok=True)
+    for src, target in copies:
+        shutil.copyfile(src, os.path.join(args.results, target))
+    for target, final in finals.items():
+        with open(os.path.join(args.results, target), "w", encoding="utf-8") as f:
+            json.dump(final, f, indent=1)
+            f.write("\n")
+    for _, target in copies + [(None, t) for t in finals]:
+        print(os.path.join(args.results, target))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -106,8 +165,13 @@ def main(argv=None):
     p = sub.add_parser("hyp", help="the chosen translation of a set")
     p.add_argument("final")
     p.add_argument("set", choices=("tst2012", "tst2013"))
+    p = sub.add_parser("publish", help="the files anyone can re-score, into --results")
+    p.add_argument("systems", nargs="*", metavar="NAME=FINAL_JSON")
+    p.add_argument("--work", required=True)
+    p.add_argument("--data", required=True, help="the release: SET.en gives each set's line count")
+    p.add_argument("--results", required=True)
     args = parser.parse_args(argv)
-    {"table": cmd_table, "hyp": cmd_hyp}[args.command](args)
+    {"table": cmd_table, "hyp": cmd_hyp, "publish": cmd_publish}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,13 @@
 #   bash examples/iwslt15_en_vi/run.sh [OPTIONS] table        the results beside the anchors
 #                                                             (WORK/results.md), BLEU by length,
 #                                                             learning curves
+#   bash examples/iwslt15_en_vi/run.sh [OPTIONS] publish      copy what anyone can re-score into
+#                                                             --results: each evaluated system's
+#                                                             tst2012/tst2013 translations
+#                                                             (NAME.tst2013.hyp: the chosen beam;
+#                                                             .greedy.hyp, .unk.hyp), final.json,
+#                                                             training log, curve, heat map, and
+#                                                             the table's files
 #   bash examples/iwslt15_en_vi/run.sh [OPTIONS] all [NAME...]  all of it (default: --systems)
 #   bash examples/iwslt15_en_vi/run.sh [OPTIONS] options NAME  NAME's fairseq-train options, one a line
 #                                                             (what train runs, data folder and
@@ -42,6 +49,7 @@
 #   --lenpens "A B"   length penalties tried on tst2012 (default: "0.6 1.0 1.4")
 #   --seed N          (default: 1)
 #   --heatmap-line N  the tst2013 line (1-based) whose attention eval draws (default: 7)
+#   --results DIR     where publish copies to (default: results/ beside this script, committed)
 #   -- ARGS           after `train NAME`: extra fairseq-train options (recorded with the model)
 #
 # Every step is keyed and resumable (examples/common/recipe.sh, "Freshness"): finished steps
@@ -53,13 +61,13 @@ REPO="$(cd "$HERE/../.." && pwd)"
 RECIPE=iwslt15
 
 DATA="$REPO/../shared/data/iwslt15_en_vi" WORK="$REPO/runs/iwslt15_en_vi"
-SYSTEMS="luong_global_general lstm" HOURS=8 MAX_EPOCH=20 UNITS=512 SEED=1 HEATMAP_LINE=7
+SYSTEMS="luong_global_general lstm" HOURS=8 MAX_EPOCH=20 UNITS=512 SEED=1 HEATMAP_LINE=7 RESULTS="$HERE/results"
 AVERAGES="best 1 3 5" BEAMS="5 10" LENPENS="0.6 1.0 1.4"
-usage() { sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; }
 source "$REPO/examples/common/recipe.sh"
 declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--systems]=SYSTEMS [--hours]=HOURS
                  [--max-epoch]=MAX_EPOCH [--units]=UNITS [--averages]=AVERAGES [--beams]=BEAMS
-                 [--lenpens]=LENPENS [--seed]=SEED [--heatmap-line]=HEATMAP_LINE)
+                 [--lenpens]=LENPENS [--seed]=SEED [--heatmap-line]=HEATMAP_LINE [--results]=RESULTS)
 parse_options "$@"
 set -- "${POS[@]+"${POS[@]}"}"
 check_number --hours "$HOURS" positive "the training budget of each system in hours"
@@ -389,6 +397,18 @@ table() {
   say "results: $WORK/results.md"
 }
 
+# publish: --results gets what anyone can re-score (results.py publish), for each system of
+# --systems that eval finished, and the table's files
+publish() {
+  local s finals=()
+  for s in $SYSTEMS; do
+    [[ -f "$WORK/systems/$s/final.json" ]] && finals+=("$s=$WORK/systems/$s/final.json")
+  done
+  (( ${#finals[@]} )) || die "nothing to publish: no system of --systems \"$SYSTEMS\" is evaluated (bash $0 eval NAME)"
+  python "$HERE/results.py" publish "${finals[@]}" --work "$WORK" --data "$DATA" --results "$RESULTS" > /dev/null
+  say "published ${#finals[@]} system(s) to $RESULTS"
+}
+
 cmd="${1:-}"; [[ $# -gt 0 ]] && shift
 case "$cmd" in
   prepare) prepare ;;
@@ -402,6 +422,7 @@ case "$cmd" in
     for s in "${names[@]}"; do evaluate "$s"; done
     table ;;
   table) table ;;
+  publish) publish ;;
   options) [[ $# -eq 1 && "$1" != ensemble ]] || { usage; exit 2; }; system_flags "$1"
     printf '%s\n' "${MODEL[@]}" "${TRAIN[@]}" --stop-time-hours "$HOURS" ;;
   *) usage; exit 2 ;;
