@@ -6,7 +6,7 @@ from fairseq import options, tasks
 from fairseq.data import indexed_dataset
 
 from fairseq_luong.data.target_chunks_dataset import ChunkLengthError, TargetChunksDataset
-from tests.helpers import USER_DIR, bin_path, error_line, save_dictionaries
+from tests.helpers import USER_DIR, cli_error, save_dictionaries
 
 N_SENTENCES = 41
 
@@ -123,11 +123,11 @@ def test_chunk_file_for_fewer_sentences_is_one_line_in_fairseq_train(data, tmp_p
         if ".chunks." not in f.name:
             (tmp_path / f.name).symlink_to(f)
     write_dataset(tmp_path / "train.en-ja.ja.chunks", chunks[:35], 100)
-    err = error_line([bin_path("fairseq-train"), str(tmp_path), "--user-dir", USER_DIR, "--task", "translation_chunks",
-                      "-s", "en", "-t", "ja", "--arch", "transformer_perspe_tiny", "--optimizer", "adam",
-                      "--lr", "0.001",
-                      "--max-tokens", "500", "--max-update", "1", "--num-workers", "0", "--disable-validation",
-                      "--save-dir", str(tmp_path / "ckpt")])
+    # in this process (tests/test_cli.py checks the one-line form on a real process once)
+    err = cli_error("train", [str(tmp_path), "--user-dir", USER_DIR, "--task", "translation_chunks",
+                              "-s", "en", "-t", "ja", "--arch", "transformer_perspe_tiny", "--optimizer", "adam",
+                              "--lr", "0.001", "--max-tokens", "500", "--max-update", "1", "--disable-validation",
+                              "--save-dir", str(tmp_path / "ckpt")])
     assert err == (f"fairseq-train: error: {tmp_path}/train.en-ja.ja.chunks.idx holds chunk ids for 35 sentences, but "
                    f"the target {tmp_path}/train.en-ja.ja has {N_SENTENCES}; make the chunk file from the same pieces "
                    "file you binarized (scripts/data/project_chunks.py)")
