@@ -45,7 +45,7 @@ from .patching import KINDS, PATCHES
 
 
 def by_kind():
-    """{kind: [Patch, ...]} for fix, check and ours, each in module order."""
+    """{kind: [Patch, ...]} for fix, check and ours, each sorted by module.function."""
     return {kind: sorted((p for p in PATCHES.values() if p.kind == kind), key=lambda p: p.name) for kind in KINDS}
 
 

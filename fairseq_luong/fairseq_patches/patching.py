@@ -14,6 +14,7 @@ import importlib
 import inspect
 import os
 import sys
+from typing import NamedTuple
 
 import torch
 
@@ -28,14 +29,11 @@ OURS = "ours"  # acts on the plugin's own models only
 KINDS = (FIX, CHECK, OURS)
 
 
-class Patch:
+class Patch(NamedTuple):
     """One patch function: its kind and what it acts on (its premise)."""
-
-    def __init__(self, kind, name, acts_on):
-        self.kind, self.name, self.acts_on = kind, name, acts_on
-
-    def __repr__(self):
-        return f"{self.name} ({self.kind}): {self.acts_on}"
+    kind: str
+    name: str  # module.function
+    acts_on: str
 
 
 PATCHES = {}  # "module.function" -> Patch, as the modules are imported
@@ -49,7 +47,7 @@ def patch(kind, acts_on):
 
     def mark(function):
         name = f"{function.__module__.rsplit('.', 1)[-1]}.{function.__name__}"
-        function.patch = PATCHES[name] = Patch(kind, name, acts_on)
+        PATCHES[name] = Patch(kind, name, acts_on)
         return function
     return mark
 
