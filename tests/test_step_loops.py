@@ -12,10 +12,10 @@ import weakref
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.func import functional_call
 
 from fairseq_luong.modules import step_kernels, step_loop
+from fairseq_luong.modules.dropout import Dropout
 from tests.helpers import build_model, collate
 
 LUONG = ["--encoder-embed-dim", "3", "--encoder-hidden-size", "3", "--decoder-embed-dim", "2",
@@ -148,17 +148,20 @@ def test_the_eager_cell_and_its_backward_are_the_cells():
 
 
 @pytest.mark.parametrize("p", [0.0, 0.3])
-def test_dropout_draws_f_dropouts_masks(p):
+def test_the_step_loops_dropout_draws_the_dropout_modules_masks(p):
+    """The loop's dropout (``dropout_forward``) and its backward give the numbers of the model's
+    dropout modules (``dropout.Dropout``, which the reference decoders call) from one seed."""
+    module = Dropout(p).train()
     x = torch.randn(7, 5)
     torch.manual_seed(3)
-    want = F.dropout(x, p, training=True)  # CPU: a Bernoulli draw per element, then the scaled mask
+    want = module(x)
     torch.manual_seed(3)
     got, mask = step_kernels.dropout_forward(x, p)
     assert torch.equal(got, want)
     grad = torch.randn(7, 5)
     x.requires_grad_()
     torch.manual_seed(3)
-    d_want, = torch.autograd.grad(F.dropout(x, p, training=True), x, grad)
+    d_want, = torch.autograd.grad(module(x), x, grad)
     assert torch.equal(step_kernels.dropout_backward(grad, mask, p), d_want)
 
 

@@ -30,10 +30,10 @@ from typing import Dict, List, Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fairseq.modules import FairseqDropout
 from torch import Tensor
 
 from ..errors import ConfigError
+from .dropout import Dropout
 from .input_feeding_loop import InputFeedingSteps, LoopWeights
 from .luong_attention import AttentionalHidden, SourceMemory
 from .luong_init import LSTM, Linear
@@ -66,9 +66,9 @@ class LuongDecoder(RecurrentDecoder):
         self.hidden_size = hidden_size
         self.num_layers = num_layers
         self.input_feed = input_feed
-        self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.dropout_hidden = FairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_in = Dropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_hidden = Dropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_out = Dropout(dropout, module_name=self.__class__.__name__)
         embed_dim = embed_tokens.embedding_dim
         feed_dim = hidden_size if input_feed else 0
         self.layers = nn.ModuleList(

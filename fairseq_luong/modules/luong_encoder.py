@@ -11,9 +11,9 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn as nn
 from fairseq.models import FairseqEncoder
-from fairseq.modules import FairseqDropout
 from torch import Tensor
 
+from .dropout import Dropout
 from .luong_init import LSTM
 
 
@@ -90,8 +90,8 @@ class LuongEncoder(FairseqEncoder):
         self.bidirectional = bidirectional
         self.reverse_source = reverse_source
         self.max_source_positions = max_source_positions
-        self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.dropout_memory = FairseqDropout(memory_dropout, module_name=self.__class__.__name__)
+        self.dropout_in = Dropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_memory = Dropout(memory_dropout, module_name=self.__class__.__name__)
         # dropout between stacked layers (Zaremba et al. 2015)
         self.lstm = LSTM(
             embed_tokens.embedding_dim,

@@ -29,12 +29,12 @@ from typing import Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fairseq.modules import FairseqDropout
 from torch import Tensor
 
 from ..errors import ConfigError
 from .attention_scores import ConcatScore
 from .bahdanau_gru import GRU
+from .dropout import Dropout
 from .luong_attention import GlobalAttention
 from .luong_init import Linear
 from .recurrent_decoder import RecurrentDecoder
@@ -63,8 +63,8 @@ class RNNsearchDecoder(RecurrentDecoder):
         self.hidden_size = hidden_size
         self.maxout_pieces = maxout_pieces
         self.deep_output_from_current = deep_output_state == "current"
-        self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.dropout_out = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_in = Dropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_out = Dropout(dropout, module_name=self.__class__.__name__)
         E, C = embed_tokens.embedding_dim, encoder_output_units
         # s_0 = tanh(W_s backward h_1); the backward state is half an annotation
         self.W_s = Linear(C // 2, hidden_size, bias=True)

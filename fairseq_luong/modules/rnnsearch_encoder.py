@@ -18,10 +18,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.models import FairseqEncoder
-from fairseq.modules import FairseqDropout
 from torch import Tensor
 
 from .bahdanau_gru import GRU, gru_update
+from .dropout import Dropout
 from .luong_encoder import source_order
 from .row_schedule import RowSchedule
 
@@ -48,7 +48,7 @@ class RNNsearchEncoder(FairseqEncoder):
         self.eos_idx = dictionary.eos()
         self.hidden_size = hidden_size
         self.max_source_positions = max_source_positions
-        self.dropout_in = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.dropout_in = Dropout(dropout, module_name=self.__class__.__name__)
         self.forward_gru = GRU(embed_tokens.embedding_dim, hidden_size)
         self.backward_gru = GRU(embed_tokens.embedding_dim, hidden_size)
         self.output_units = 2 * hidden_size

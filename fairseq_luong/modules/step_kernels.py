@@ -18,6 +18,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .dropout import dropout_noise
+
 aten = torch.ops.aten
 _tanh_backward = aten.tanh_backward.default
 _tanh_backward_ = aten.tanh_backward.grad_input
@@ -27,15 +29,17 @@ _sigmoid_backward_ = aten.sigmoid_backward.grad_input
 
 
 def dropout_forward(x: Tensor, p: float) -> Tuple[Tensor, Optional[Tensor]]:
-    """``F.dropout(x, p, training=True)`` and what its backward reads (None when p = 0): the
-    same operations as ``F.dropout`` on each device, so the same numbers from the same generator
-    (one Bernoulli draw per element of x in memory order: the reference decoders' masks). On the
-    CPU the scaled mask (``at::dropout``), on CUDA the fused kernel's mask (``native_dropout``)."""
+    """``dropout.dropout(x, p)`` (the decoder's dropout modules) and what its backward reads
+    (None when p = 0): the same draws from the same generator, so the same masks as the
+    reference decoders' calls of those modules. On the CPU the scaled mask of
+    ``dropout.dropout_noise``, on CUDA the fused kernel's mask (``native_dropout``, as F.dropout)."""
     if p <= 0:
         return x, None
     if x.is_cuda:
         return torch.native_dropout(x, p, True)
-    noise = torch.empty_like(x).bernoulli_(1 - p).div_(1 - p)
+    if p >= 1:
+        return torch.zeros_like(x), torch.zeros_like(x)
+    noise = dropout_noise(x, p)
     return x * noise, noise
 
 
