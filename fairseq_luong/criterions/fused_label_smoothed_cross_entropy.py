@@ -91,7 +91,15 @@ class FusedOutputLoss(torch.autograd.Function):
         grad_features = torch.empty_like(features) if want_grad else None
         grad_weight = torch.zeros_like(weight, dtype=acc) if want_grad else None
         grad_bias = torch.zeros_like(bias, dtype=acc) if want_grad and bias is not None else None
-        buf = features.new_empty(min(chunk, n), vocab)  # reused: chunk x V
+        # chunk x V buffers made once and reused: the logits, and under mixed precision their
+        # float32 copy (the softmax's). Fresh chunk x V tensors at every chunk cost more than the
+        # copies themselves on the CPU (new pages, each touched first)
+        buf = features.new_empty(min(chunk, n), vocab)
+        wide = buf if acc == cdt else features.new_empty(buf.shape, dtype=acc)
+        # and for the weight's gradient under mixed precision: each chunk's V x H product in
+        # cdt and its acc copy, added to the sum (an add of mixed dtypes would copy anew)
+        if want_grad and acc != cdt:
+            part, part_wide = torch.empty_like(w), torch.empty_like(grad_weight)
         with torch.autocast(features.device.type, enabled=False):
             for start in range(0, n, chunk):
                 f = features[start : start + chunk]  # m x H
@@ -101,18 +109,18 @@ class FusedOutputLoss(torch.autograd.Function):
                     torch.mm(f, w.t(), out=logits)
                 else:
                     torch.addmm(b, f, w.t(), out=logits)
-                rows = logits.to(acc)  # no copy unless half precision
+                rows = logits if wide is buf else wide[: f.size(0)].copy_(logits)  # m x V, in acc
                 chunk_loss, chunk_nll, hits = smoothed_loss_rows(rows, t, epsilon, want_grad)
                 loss += chunk_loss
                 nll += chunk_nll
                 n_correct += hits
                 if want_grad:
-                    g = rows.to(cdt)  # m x V: dloss/dlogits
+                    g = rows if wide is buf else logits.copy_(rows)  # m x V: dloss/dlogits, in cdt
                     torch.mm(g, w, out=grad_features[start : start + chunk])  # m x H
                     if acc == cdt:
                         grad_weight.addmm_(g.t(), f)  # V x H
                     else:
-                        grad_weight += torch.mm(g.t(), f).to(acc)
+                        grad_weight += part_wide.copy_(torch.mm(g.t(), f, out=part))
                     if grad_bias is not None:
                         grad_bias += rows.sum(0)
         if want_grad:
