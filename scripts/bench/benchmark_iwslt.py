@@ -2,7 +2,7 @@
 """Training speed at the IWSLT'15 En-Vi recipe's shapes, end to end, against fairseq's ``lstm``.
 
   python scripts/bench/benchmark_iwslt.py WORK [--systems luong_global_general lstm] [--updates 60]
-         [--warmup 10] [--repeats 2] [--threads 2]
+         [--warmup 10] [--repeats 2] [--threads 2] [--before PATH]
 
 WORK is the recipe's work folder after ``examples/iwslt15_en_vi/run.sh --work-dir WORK prepare``
 (its ``data-bin``: the anchors' vocabularies, 17,188 English and 7,706 Vietnamese words, pairs of
@@ -12,8 +12,10 @@ Adam, label smoothing), as ``fairseq-train`` in a fresh process, for ``--warmup`
 updates and then ``--updates`` timed ones; the systems alternate, ``--repeats`` times. The
 table gives each system's target words per second (fairseq-train's own ``wpb`` and ``wps`` of
 the timed updates: their words over their time), its ratio to ``lstm`` in the same repetition
-(median and range), and the process's peak resident memory. It is a benchmark, not a test:
-run it with nothing else on the machine.
+(median and range), and the process's peak resident memory. ``--before PATH`` also runs each of
+our systems with the plugin of the checkout at PATH (a ``git worktree`` of the commit before a
+change) as NAME@before, with the same options, in the same alternation. It is a benchmark, not a
+test: run it with nothing else on the machine.
 """
 import argparse
 import json
@@ -25,7 +27,7 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(REPO, "examples", "iwslt15_en_vi", "run.sh")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_device import commit  # noqa: E402
+from bench_device import commit, git_commit  # noqa: E402
 
 # fairseq-train in this interpreter, its peak resident memory printed at exit
 TRAIN = ("import atexit, resource, sys; atexit.register(lambda: print('PEAK_KB', "
@@ -46,14 +48,18 @@ def recipe_options(name):
     return options
 
 
-def train_once(work, name, options, warmup, updates, threads, save):
+def train_once(work, name, options, warmup, updates, threads, save, plugin=REPO):
+    """One timed fairseq-train of NAME with the plugin of the checkout at ``plugin``: its target
+    words per second and the process's peak resident memory (MB)."""
     cmd = [sys.executable, "-c", TRAIN, os.path.join(work, "data-bin"), *options, "--max-update",
            str(warmup + updates), "--log-interval", "1", "--log-format", "json", "--no-progress-bar",
            "--disable-validation", "--no-save", "--save-dir", save, "--num-workers", "0",
            # the recipe's criterion and schedule are the plugin's, for lstm too
-           "--user-dir", os.path.join(REPO, "fairseq_luong")]
+           "--user-dir", os.path.join(plugin, "fairseq_luong")]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    # run in the plugin's checkout: fairseq puts --user-dir's folder first on sys.path, and the
+    # working folder ('' on sys.path) holds no other fairseq_luong
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=plugin)
     if proc.returncode != 0:
         raise SystemExit(f"benchmark_iwslt.py: fairseq-train failed for {name}:\n{proc.stderr[-3000:]}")
     words = seconds = 0.0
@@ -81,7 +87,11 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=10, help="untimed updates first (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--before", metavar="PATH", help="also our systems with the plugin of the checkout "
+                        "at PATH, as NAME@before")
     args = parser.parse_args(argv)
+    if args.before and not os.path.isfile(os.path.join(args.before, "fairseq_luong", "__init__.py")):
+        parser.error(f"--before {args.before}: no fairseq_luong/ there")
     if not os.path.isfile(os.path.join(args.work, "data-bin", "dict.vi.txt")):
         parser.error(f"{args.work} has no data-bin/dict.vi.txt: run examples/iwslt15_en_vi/run.sh --work-dir "
                      f"{args.work} prepare first")
@@ -91,12 +101,17 @@ def main(argv=None):
         if n < 1:
             parser.error("--updates, --warmup, --repeats and --threads: give 1 or more")
     options = {name: recipe_options(name) for name in args.systems}
-    rates = {n: [] for n in args.systems}
-    peaks = {n: [] for n in args.systems}
+    runs = list(args.systems)  # the rows: NAME, and NAME@before for our systems with --before
+    if args.before:
+        runs = [r for n in args.systems for r in ([n] if n == "lstm" else [n, n + "@before"])]
+    rates = {n: [] for n in runs}
+    peaks = {n: [] for n in runs}
     save = os.path.join(args.work, "bench")
     for r in range(args.repeats):
-        for name in args.systems:  # alternate the systems
-            rate, peak = train_once(args.work, name, options[name], args.warmup, args.updates, args.threads, save)
+        for name in runs:  # alternate the systems
+            system, at_before = name.split("@")[0], name.endswith("@before")
+            rate, peak = train_once(args.work, system, options[system], args.warmup, args.updates, args.threads,
+                                    save, plugin=args.before if at_before else REPO)
             rates[name].append(rate)
             peaks[name].append(peak)
             print(f"[benchmark_iwslt] repetition {r + 1}: {name} {rate:.0f} words/s", file=sys.stderr, flush=True)
@@ -106,10 +121,11 @@ def main(argv=None):
                 if line.startswith("model name")), "unknown CPU") if os.path.exists("/proc/cpuinfo") else "unknown CPU"
     print(f"# {cpu}, {args.threads} threads, torch {torch.__version__}, commit {commit()}; IWSLT'15 En-Vi "
           f"(run.sh's options: 2 x 512, --max-tokens 4000, --amp); {args.updates} timed updates after "
-          f"{args.warmup}, {args.repeats} alternating repetitions")
+          f"{args.warmup}, {args.repeats} alternating repetitions"
+          + (f"; @before: {args.before} (commit {git_commit(args.before)})" if args.before else ""))
     print("| system | train words/s (median) | ratio to lstm | ratio range | peak MB |")
     print("|---|---|---|---|---|")
-    for name in args.systems:
+    for name in runs:
         ratios = [a / b for a, b in zip(rates[name], rates["lstm"])]
         print(f"| {name} | {statistics.median(rates[name]):.0f} | {statistics.median(ratios):.2f} | "
               f"{min(ratios):.2f}-{max(ratios):.2f} | {max(p or 0 for p in peaks[name]):.0f} |")
