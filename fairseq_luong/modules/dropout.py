@@ -10,7 +10,8 @@ mask from the same generator in fewer bits: 64-bit integers from ``torch.randint
 four 16-bit uniform integers u, an element kept where u < K, K = round((1 - p) 2^16). The keep
 probability is (1 - p) rounded to a multiple of 2^-16 (0.7 -> 45,875 / 65,536 = 0.6999969) and
 the kept values are scaled by 2^16 / K, so that E[dropout(x)] = x exactly, as with F.dropout.
-About 4.4 ns an element (``scripts/bench/benchmark_iwslt.py``'s shapes, 2 threads).
+A 3,360 x 512 mask applied: 14-15 ms against F.dropout's 28-34 ms (2 threads; the integers
+themselves 5 ms, the rest the compare, the scale and fresh memory).
 
 The masks come from torch's default generator (``torch.manual_seed`` and fairseq's ``--seed``
 fix them; the same draws in the same order give the same masks), so the reference decoders of
