@@ -123,7 +123,10 @@ def test_the_encoders_lstm_runs_layer_by_layer_with_these_masks_between(bidirect
     LSTMs with the same weights and that mask between them."""
     lstm, packed, hx = packed_batch(bidirectional)
     hx = hx if with_state else None
-    fixed = lambda data, p: data * (torch.arange(data.numel()).view_as(data) % 3 != 0).to(data.dtype) / (1 - p)
+
+    def fixed(data, p):  # every third element dropped
+        return data * (torch.arange(data.numel()).view_as(data) % 3 != 0).to(data.dtype) / (1 - p)
+
     monkeypatch.setattr(autocast_safe_lstm, "dropout", fixed)
     out, (h_n, c_n) = lstm(packed, hx)
     dirs = 2 if bidirectional else 1
@@ -138,7 +141,8 @@ def test_the_encoders_lstm_runs_layer_by_layer_with_these_masks_between(bidirect
         if hx is not None:
             rows = slice(layer * dirs, (layer + 1) * dirs)
             states = (hx[0][rows], hx[1][rows])
-        y, (h, c) = one(PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices), states)
+        layer_input = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+        y, (h, c) = one(layer_input, states)
         data = y.data
         want_h.append(h)
         want_c.append(c)

@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
-from torch import Tensor, _VF
+from torch import _VF, Tensor
 from torch.nn.utils.rnn import PackedSequence
 
 from .dropout import dropout
