@@ -102,6 +102,8 @@ def test_the_ends_of_the_range_keep_nothing_or_everything():
     assert torch.equal(dropout(x, 1.0), torch.zeros_like(x))
     assert torch.equal(dropout_noise(x, 1 - 2 ** -18), torch.zeros_like(x))
     assert torch.equal(dropout(x, 2 ** -18), x)  # K = 2^16: every draw is below it
+    with pytest.raises(ValueError, match="between 0 and 1"):  # as F.dropout refuses it
+        dropout(x, 1.5)
 
 
 def packed_batch(bidirectional, layers=3):

@@ -32,7 +32,9 @@ def keep_threshold(p: float) -> int:
 
 def dropout_noise(x: Tensor, p: float) -> Tensor:
     """A CPU dropout mask for x (x's shape and dtype): 2^16 / K where kept, 0 elsewhere; x * it
-    is dropout(x). 0 < p < 1."""
+    is dropout(x). 0 < p <= 1 (p = 1: zeros)."""
+    if not 0 < p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     n = x.numel()
     # ceil(n / 4) 64-bit draws, as int16 -> n uniform integers in [-2^15, 2^15), x's shape
     bits = torch.randint(-(1 << 63), (1 << 63) - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device)
@@ -50,17 +52,16 @@ def dropout(x: Tensor, p: float) -> Tensor:
     """``F.dropout(x, p, training=True)``, with :func:`dropout_noise`'s masks on the CPU."""
     if p <= 0:
         return x
-    if x.device.type != "cpu" or p >= 1:
+    if x.device.type != "cpu":
         return torch.nn.functional.dropout(x, p, training=True)
     return x * dropout_noise(x, p)
 
 
 class Dropout(FairseqDropout):
-    """``FairseqDropout`` (its ``--retain-dropout`` handling included) with :func:`dropout`."""
+    """``FairseqDropout`` (its ``--retain-dropout`` handling included) with :func:`dropout`
+    (out of place: our models never ask for ``inplace``)."""
 
     def forward(self, x: Tensor, inplace: bool = False):
-        if self.p > 0 and (self.training or self.apply_during_inference):
-            if x.device.type != "cpu":
-                return super().forward(x, inplace=inplace)
+        if self.training or self.apply_during_inference:
             return dropout(x, self.p)
         return x

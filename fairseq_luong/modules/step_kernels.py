@@ -37,8 +37,6 @@ def dropout_forward(x: Tensor, p: float) -> Tuple[Tensor, Optional[Tensor]]:
         return x, None
     if x.is_cuda:
         return torch.native_dropout(x, p, True)
-    if p >= 1:
-        return torch.zeros_like(x), torch.zeros_like(x)
     noise = dropout_noise(x, p)
     return x * noise, noise
 
