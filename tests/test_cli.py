@@ -210,6 +210,20 @@ def test_interactive_translates_a_line_over_max_tokens_in_a_batch_of_its_own(dat
             "(H-2)") in proc.stdout + proc.stderr
 
 
+def test_interactive_reads_a_multilingual_tasks_positions_for_the_runs_direction():
+    """fairseq's multilingual tasks resolve their positions a language pair ({"de-en": (src, tgt)}):
+    the cut reads the run's direction (an int compared with that dict was a TypeError that ended
+    every multilingual fairseq-interactive; tests/test_coexistence.py runs one)."""
+    from types import SimpleNamespace
+
+    from fairseq_luong.fairseq_patches.interactive_long_lines import source_limit
+
+    cfg = SimpleNamespace(task=SimpleNamespace(source_lang="de", target_lang="en"))
+    assert source_limit({"en-de": (10, 11), "de-en": (12, 13)}, cfg) == 12
+    assert source_limit({"en-de": (10, 11)}, cfg) is None  # no entry for the direction: nothing cut
+    assert source_limit((7, 8), cfg) == 7 and source_limit(5, cfg) == 5 and source_limit(None, cfg) is None
+
+
 @pytest.mark.parametrize("command", ["generate", "interactive"])
 def test_a_closed_output_pipe_ends_the_command_quietly(data_bin, command):
     """`fairseq-generate ... | head` ended in a BrokenPipeError traceback (and another at exit):

@@ -1,10 +1,12 @@
 """fairseq's own models are as they were with the plugin in the process (docs/fairseq_patches.md,
 "Which models each patch touches").
 
-Each of fairseq's transformer, lstm, fconv, transformer_lm, RoBERTa (masked_lm) and Levenshtein
-transformer (translation_lev) is trained tiny twice, in a process without the plugin and in one
+Each of fairseq's transformer, lstm, fconv, transformer_lm, RoBERTa (masked_lm), Levenshtein
+transformer (translation_lev) and multilingual transformer (multilingual_translation, a dictionary
+per language) is trained tiny twice, in a process without the plugin and in one
 with it (``--user-dir``; tests/coexistence_driver.py), then its commands run: fairseq-generate
-(for the Levenshtein transformer with its iterative-refinement options), -interactive, -validate,
+(for the Levenshtein transformer with its iterative-refinement options, for the multilingual one
+in one of its directions), -interactive, -validate,
 -eval-lm, and ``from_pretrained``. Every result (training and validation losses, hypotheses and
 their scores, perplexities, a language model's scores, RoBERTa's features) must be the same, or
 else plain fairseq failed and the plugin gives the result or one clear line. The processes
@@ -48,17 +50,27 @@ MODELS = {
     "levenshtein_transformer": ("bin", ["--task", "translation_lev", "--noise", "random_delete", "--criterion",
                                         "nat_loss", "--arch", "levenshtein_transformer", *TINY_TRANSFORMER],
                                 ["generate_lev"]),
+    # a dictionary per language: which one is the target's depends on the direction asked for
+    "multilingual_transformer": ("separate", ["--task", "multilingual_translation", "--lang-pairs", "en-de,de-en",
+                                         "--arch", "multilingual_transformer", *TINY_TRANSFORMER],
+                                 ["generate_multilingual", "interactive_multilingual"]),
 }
 
 
 @pytest.fixture(scope="module")
 def data(data_bin):
-    """The number corpus's bin/ (translation) and lm/ (its German side alone: dict.txt)."""
+    """The number corpus's bin/ (translation, a joined dictionary), lm/ (its German side alone:
+    dict.txt) and separate/ (translation, a dictionary a language)."""
     lm = data_bin / "lm"
     if not (lm / "dict.txt").exists():
         cli("preprocess", ["--only-source", "--trainpref", str(data_bin / "raw/train.de"),
                            "--validpref", str(data_bin / "raw/valid.de"), "--testpref", str(data_bin / "raw/test.de"),
                            "--destdir", str(lm), "--workers", "1"])
+    separate = data_bin / "separate"
+    if not (separate / "dict.de.txt").exists():
+        cli("preprocess", ["-s", "en", "-t", "de", "--trainpref", str(data_bin / "raw/train"),
+                           "--validpref", str(data_bin / "raw/valid"), "--testpref", str(data_bin / "raw/test"),
+                           "--destdir", str(separate), "--workers", "1"])
     return data_bin
 
 
@@ -75,6 +87,14 @@ def steps(model, data, save):
             out.append({"name": c, "command": "generate", "argv": [
                 bin_, "--path", ckpt, "--task", "translation_lev", "--gen-subset", "test", "--iter-decode-max-iter",
                 "9", "--print-step", "--beam", "1", "--batch-size", "8", "--cpu"]})
+        elif c == "generate_multilingual":  # one direction of the two it was trained on
+            out.append({"name": c, "command": "generate", "argv": [
+                bin_, "--path", ckpt, "--task", "multilingual_translation", "--lang-pairs", "en-de,de-en",
+                "-s", "de", "-t", "en", "--gen-subset", "test", *GENERATE]})
+        elif c == "interactive_multilingual":
+            out.append({"name": c, "command": "interactive", "argv": [
+                bin_, "--path", ckpt, "--task", "multilingual_translation", "--lang-pairs", "en-de,de-en",
+                "-s", "de", "-t", "en", *GENERATE, "--buffer-size", "8"], "stdin": "ein und zwanzig katzen\nsieben\n"})
         elif c == "interactive":
             out.append({"name": c, "command": c, "argv": [bin_, "--path", ckpt, "-s", "en", "-t", "de", *GENERATE,
                                                             "--buffer-size", "8"], "stdin": LINES})

@@ -26,6 +26,7 @@ import contextvars
 import functools
 import hashlib
 import os
+from collections.abc import Mapping
 
 from fairseq import checkpoint_utils, tasks
 from fairseq.trainer import Trainer
@@ -50,9 +51,21 @@ def _side(task, side):
     return lang, dictionary
 
 
+def one_dictionary_a_side(task):
+    """Whether TASK has one source and one target dictionary, the premise of the record. fairseq's
+    multilingual tasks (multilingual_translation, translation_multi_simple_epoch, semisupervised_translation,
+    speech_dlm_task) hold a dictionary per language in ``task.dicts``: which one is the target's depends
+    on the direction asked for (multilingual_translation trains with the first language's on both
+    sides), so a record of one of them says nothing of another run."""
+    return not isinstance(getattr(task, "dicts", None), Mapping)
+
+
 def data_record(task):
-    """{"source_lang", "target_lang", "source_dict", "target_dict", "*_size"} of a task."""
+    """{"source_lang", "target_lang", "source_dict", "target_dict", "*_size"} of a task with one
+    dictionary a side; {} of one with a dictionary per language."""
     record = {}
+    if not one_dictionary_a_side(task):
+        return record
     for side in ("source", "target"):
         lang, dictionary = _side(task, side)
         record[f"{side}_lang"] = lang
@@ -93,7 +106,7 @@ def _other_dictionary(path, side, task, then):
 def check(path, record, task, sizes=None):
     """Raise UserError when checkpoint PATH's record (or, without one, the ``sizes`` of its
     embeddings) does not fit the run's TASK."""
-    if task is None:
+    if task is None or not one_dictionary_a_side(task):
         return
     now = data_record(task)
     record = record or {}
@@ -183,8 +196,9 @@ def _checked_resume(load_checkpoint):
     return wrapper
 
 
-@patch(CHECK, "a checkpoint of a task with a source and a target dictionary loaded with other languages or "
-       "dictionaries than it was trained on (fairseq loads it when the sizes fit); each checkpoint saved records them")
+@patch(CHECK, "a checkpoint of a task with one source and one target dictionary (not the multilingual tasks, "
+       "a dictionary a language) loaded with other languages or dictionaries than it was trained on (fairseq loads "
+       "it when the sizes fit); each checkpoint saved records them")
 def patch_checkpoint_identity():
     """``Trainer.save_checkpoint`` records the data; ``load_checkpoint_to_cpu`` checks the
     record against the run's task, inside ``load_model_ensemble_and_task`` and

@@ -22,6 +22,7 @@ Applied when the plugin is imported by fairseq-interactive (fairseq imports
 """
 import functools
 import logging
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -66,6 +67,16 @@ def batches_of_their_own(batch_by_size, num_tokens, first_line):
     return wrapper
 
 
+def source_limit(max_positions, cfg):
+    """The model's source positions from what fairseq-interactive resolved: a number, a (source,
+    target) pair, or, for fairseq's multilingual tasks, {"SRC-TGT": (source, target)} a language
+    pair, of which the run's direction counts (None, nothing cut, where it has no entry)."""
+    if isinstance(max_positions, Mapping):
+        task = getattr(cfg, "task", None)
+        max_positions = max_positions.get(f"{getattr(task, 'source_lang', None)}-{getattr(task, 'target_lang', None)}")
+    return max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
+
+
 def _cutting_long_lines(make_batches):
     seen = {"cfg": None, "lines": 0}  # lines read so far in this run (one run, one cfg object)
 
@@ -75,7 +86,7 @@ def _cutting_long_lines(make_batches):
             seen.update(cfg=cfg, lines=0)
         first_line = seen["lines"] + 1
         seen["lines"] += len(lines)
-        limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
+        limit = source_limit(max_positions, cfg)
         if limit is not None:
             read = task.get_interactive_tokens_and_lengths
             task.get_interactive_tokens_and_lengths = lambda lines_, encode_fn_: truncate_long_lines(
