@@ -28,6 +28,9 @@ TRAIN = ["--optimizer", "adam", "--lr", "0.002", "--max-tokens", "400", "--max-e
          "--no-epoch-checkpoints", "--log-interval", "2", "--log-format", "simple", "--cpu"]
 GENERATE = ["--beam", "2", "--batch-size", "8", "--cpu", "--max-len-b", "10"]
 LINES = "twenty one cats\nfour hundred dogs\nseven\n"
+# one of the two directions a multilingual model is trained on, as fairseq-generate and -interactive ask for it
+MULTILINGUAL = ["--task", "multilingual_translation", "--lang-pairs", "en-de,de-en"]
+ONE_DIRECTION = [*MULTILINGUAL, "-s", "de", "-t", "en"]
 # model: (data folder, its fairseq-train options, the commands to run on the checkpoint)
 MODELS = {
     "transformer": ("bin", ["--arch", "transformer", *TINY_TRANSFORMER], ["generate", "interactive", "validate"]),
@@ -51,8 +54,7 @@ MODELS = {
                                         "nat_loss", "--arch", "levenshtein_transformer", *TINY_TRANSFORMER],
                                 ["generate_lev"]),
     # a dictionary per language: which one is the target's depends on the direction asked for
-    "multilingual_transformer": ("separate", ["--task", "multilingual_translation", "--lang-pairs", "en-de,de-en",
-                                         "--arch", "multilingual_transformer", *TINY_TRANSFORMER],
+    "multilingual_transformer": ("separate", [*MULTILINGUAL, "--arch", "multilingual_transformer", *TINY_TRANSFORMER],
                                  ["generate_multilingual", "interactive_multilingual"]),
 }
 
@@ -88,13 +90,12 @@ def steps(model, data, save):
                 bin_, "--path", ckpt, "--task", "translation_lev", "--gen-subset", "test", "--iter-decode-max-iter",
                 "9", "--print-step", "--beam", "1", "--batch-size", "8", "--cpu"]})
         elif c == "generate_multilingual":  # one direction of the two it was trained on
-            out.append({"name": c, "command": "generate", "argv": [
-                bin_, "--path", ckpt, "--task", "multilingual_translation", "--lang-pairs", "en-de,de-en",
-                "-s", "de", "-t", "en", "--gen-subset", "test", *GENERATE]})
+            out.append({"name": c, "command": "generate", "argv": [bin_, "--path", ckpt, *ONE_DIRECTION,
+                                                                   "--gen-subset", "test", *GENERATE]})
         elif c == "interactive_multilingual":
-            out.append({"name": c, "command": "interactive", "argv": [
-                bin_, "--path", ckpt, "--task", "multilingual_translation", "--lang-pairs", "en-de,de-en",
-                "-s", "de", "-t", "en", *GENERATE, "--buffer-size", "8"], "stdin": "ein und zwanzig katzen\nsieben\n"})
+            out.append({"name": c, "command": "interactive", "argv": [bin_, "--path", ckpt, *ONE_DIRECTION, *GENERATE,
+                                                                      "--buffer-size", "8"],
+                        "stdin": "ein und zwanzig katzen\nsieben\n"})
         elif c == "interactive":
             out.append({"name": c, "command": c, "argv": [bin_, "--path", ckpt, "-s", "en", "-t", "de", *GENERATE,
                                                             "--buffer-size", "8"], "stdin": LINES})
