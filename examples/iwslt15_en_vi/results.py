@@ -5,6 +5,9 @@
   results.py hyp FINAL_JSON SET      the chosen translation of SET (tst2012 or tst2013)
   results.py publish [NAME=FINAL_JSON ...] --work WORK --data DATA --results DIR
                                      what anyone can re-score, into DIR (run.sh publish)
+  results.py restore NAME... --results DIR --work WORK
+                                     publish's inverse: WORK/systems/NAME from DIR's files, for
+                                     the table only (run.sh restore)
 
 Each system's final.json (run.sh eval) holds what was chosen on tst2012 (model, beam,
 length penalty) and a row per translation: set, beam, length penalty, --replace-unk, tokenised
@@ -155,6 +158,59 @@ def cmd_publish(args):
         print(os.path.join(args.results, target))
 
 
+RESTORED = "restored"  # WORK/systems/NAME/restored: the system came from published files
+
+
+def cmd_restore(args):
+    """WORK/systems/NAME as the table and publish read it (final.json, its translations, the
+    training log, curve, heat map, options and code version), from what publish wrote into
+    --results: a system published from a work folder that is gone (another machine, an earlier
+    session) is tabled beside the systems trained here. Its checkpoints are not restored: the
+    folder is marked RESTORED, and run.sh refuses to train or evaluate it there. A folder that
+    holds a system trained here is never overwritten. Nothing is written unless every file is
+    there."""
+    import glob
+    import shutil
+
+    plans = []
+    for name in args.names:
+        published = os.path.join(args.results, f"{name}.final.json")
+        if not os.path.exists(published):
+            raise SystemExit(f"error: {published} is not there: nothing published as {name}")
+        try:
+            final = load(published)
+            rows = final["rows"]
+            hyps = [r["hyp"] for r in rows]
+        except (ValueError, KeyError, TypeError) as err:
+            raise SystemExit(f"error: {published}: not a final.json that publish writes ({err})")
+        system = os.path.join(args.work, "systems", name)
+        if os.path.exists(system) and not os.path.exists(os.path.join(system, RESTORED)):
+            raise SystemExit(f"error: {system} holds a system trained or evaluated here: "
+                             f"restore {name} into another --work-dir")
+        copies = [(os.path.join(args.results, h), os.path.join(system, "published", h)) for h in hyps]
+        for source, target in ((f"{name}.train.log", "train.log"), (f"{name}.curve.tsv", "curve.tsv"),
+                               (f"{name}.options", "options"), (f"{name}.code", "code")):
+            if os.path.exists(os.path.join(args.results, source)):
+                copies.append((os.path.join(args.results, source), os.path.join(system, target)))
+        for png in sorted(glob.glob(os.path.join(glob.escape(args.results), f"{glob.escape(name)}.attention_*.png"))):
+            copies.append((png, os.path.join(system, os.path.basename(png)[len(name) + 1:])))
+        missing = [src for src, _ in copies if not os.path.exists(src)]
+        if missing:
+            raise SystemExit(f"error: {missing[0]} is not there ({published} names it)")
+        restored = dict(final, rows=[dict(r, hyp=os.path.join(system, "published", r["hyp"])) for r in rows])
+        plans.append((name, system, copies, restored))
+    for name, system, copies, restored in plans:
+        os.makedirs(os.path.join(system, "published"), exist_ok=True)
+        for src, target in copies:
+            shutil.copyfile(src, target)
+        with open(os.path.join(system, "final.json"), "w", encoding="utf-8") as f:
+            json.dump(restored, f, indent=1)
+            f.write("\n")
+        with open(os.path.join(system, RESTORED), "w", encoding="utf-8") as f:
+            f.write(f"restored from {os.path.abspath(args.results)}: the table's files only, no checkpoints\n")
+        print(system)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -170,8 +226,12 @@ def main(argv=None):
     p.add_argument("--work", required=True)
     p.add_argument("--data", required=True, help="the release: SET.en gives each set's line count")
     p.add_argument("--results", required=True)
+    p = sub.add_parser("restore", help="WORK/systems/NAME from the files publish wrote into --results")
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("--results", required=True)
+    p.add_argument("--work", required=True)
     args = parser.parse_args(argv)
-    {"table": cmd_table, "hyp": cmd_hyp, "publish": cmd_publish}[args.command](args)
+    {"table": cmd_table, "hyp": cmd_hyp, "publish": cmd_publish, "restore": cmd_restore}[args.command](args)
 
 
 if __name__ == "__main__":

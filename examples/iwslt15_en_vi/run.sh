@@ -24,6 +24,11 @@
 #                                                             .greedy.hyp, .unk.hyp), final.json,
 #                                                             training log, curve, heat map, and
 #                                                             the table's files
+#   bash examples/iwslt15_en_vi/run.sh [OPTIONS] restore [NAME...]  publish's inverse: each
+#                                                             system published in --results (default:
+#                                                             those of --systems) into WORK, for
+#                                                             table and publish only (no checkpoints),
+#                                                             beside systems trained in WORK
 #   bash examples/iwslt15_en_vi/run.sh [OPTIONS] all [NAME...]  all of it (default: --systems)
 #   bash examples/iwslt15_en_vi/run.sh [OPTIONS] options NAME  NAME's fairseq-train options, one a line
 #                                                             (what train runs, data folder and
@@ -63,7 +68,7 @@ RECIPE=iwslt15
 DATA="$REPO/../shared/data/iwslt15_en_vi" WORK="$REPO/runs/iwslt15_en_vi"
 SYSTEMS="luong_global_general lstm" HOURS=8 MAX_EPOCH=20 UNITS=512 SEED=1 HEATMAP_LINE=7 RESULTS="$HERE/results"
 AVERAGES="best 1 3 5" BEAMS="5 10" LENPENS="0.6 1.0 1.4"
-usage() { sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }  # the header comment
 source "$REPO/examples/common/recipe.sh"
 declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--systems]=SYSTEMS [--hours]=HOURS
                  [--max-epoch]=MAX_EPOCH [--units]=UNITS [--averages]=AVERAGES [--beams]=BEAMS
@@ -189,9 +194,16 @@ prepare() {
   say "prepared in $((SECONDS - t0)) s: $BIN (valid = tst2012, test = tst2013)"
 }
 
+# not_restored NAME: stop when WORK/systems/NAME came from published files (restore: no checkpoints)
+not_restored() {
+  [[ ! -f "$WORK/systems/$1/restored" ]] \
+    || die "$1 in $WORK was restored from published files (no checkpoints): train it in another --work-dir"
+}
+
 train() {
   local name="$1"; shift
   [[ "$name" != ensemble ]] || die "ensemble is not trained: train ${ENSEMBLE_OF[*]}, then eval ensemble"
+  not_restored "$name"
   prepared
   system_flags "$name"
   train_system "$name" "$BIN" "$(ident "$BIN/.done")" "${MODEL[@]}" "${TRAIN[@]}" \
@@ -359,8 +371,9 @@ heatmap() {
 
 evaluate() {
   local name="$1" dir="$WORK/systems/$1"
-  prepared
   check_system "$name"
+  not_restored "$name"
+  prepared
   mkdir -p "$dir"
   [[ "$name" == ensemble || -f "$dir/trained" ]] || die "train $name first (bash $0 train $name)"
   choose "$name"
@@ -409,6 +422,18 @@ publish() {
   say "published ${#finals[@]} system(s) to $RESULTS"
 }
 
+# restore [NAME...]: WORK/systems/NAME from the files publish wrote into --results (results.py
+# restore), for each NAME (default: each system of --systems published there)
+restore() {
+  local names=("$@") s
+  if (( ! ${#names[@]} )); then
+    for s in $SYSTEMS; do [[ -f "$RESULTS/$s.final.json" ]] && names+=("$s"); done
+    (( ${#names[@]} )) || die "nothing to restore: no system of --systems \"$SYSTEMS\" is published in $RESULTS"
+  fi
+  python "$HERE/results.py" restore "${names[@]}" --results "$RESULTS" --work "$WORK" > /dev/null
+  say "restored ${names[*]} from $RESULTS into $WORK/systems (table and publish only)"
+}
+
 cmd="${1:-}"; [[ $# -gt 0 ]] && shift
 case "$cmd" in
   prepare) prepare ;;
@@ -423,6 +448,7 @@ case "$cmd" in
     table ;;
   table) table ;;
   publish) publish ;;
+  restore) restore "$@" ;;
   options) [[ $# -eq 1 && "$1" != ensemble ]] || { usage; exit 2; }; system_flags "$1"
     printf '%s\n' "${MODEL[@]}" "${TRAIN[@]}" --stop-time-hours "$HOURS" ;;
   *) usage; exit 2 ;;

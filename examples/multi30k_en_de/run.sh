@@ -37,7 +37,7 @@ RECIPE=multi30k
 DATA="$REPO/../shared/data/multi30k_en_de" WORK="$REPO/runs/multi30k_en_de"
 MINUTES=10 SYSTEMS="luong_global_general luong_localp luong_base lstm"
 VOCAB=8000 AVERAGE=2 KEEP=10 SAVE_EVERY=200 SEED=1 BEAM=5 LENPEN=1.0 HEATMAP_LINE=2 DROPOUT=0.3
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }  # the header comment
 source "$REPO/examples/common/recipe.sh"
 declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--minutes]=MINUTES [--systems]=SYSTEMS
                  [--vocab]=VOCAB [--average]=AVERAGE [--save-every]=SAVE_EVERY [--seed]=SEED

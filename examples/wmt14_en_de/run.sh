@@ -59,7 +59,7 @@ URL=https://nlp.stanford.edu/projects/nmt/data/wmt14.en-de
 
 DATA="" WORK="$REPO/runs/wmt14_en_de" RAW_REF="" RAW_REF15="" GOLD="" GOLD_TEXT="" GOLD_FIRST=de
 UPDATES=5 BEAM=12 GPUS=1 GEN_ARGS="" RESERVE=0
-usage() { sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }  # the header comment
 source "$REPO/examples/common/recipe.sh"
 declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--raw-ref]=RAW_REF [--raw-ref-2015]=RAW_REF15
                  [--gold-align]=GOLD [--gold-text]=GOLD_TEXT [--gold-first]=GOLD_FIRST [--updates]=UPDATES
