@@ -198,3 +198,21 @@ def test_publish_refuses_a_translation_cut_short_and_writes_nothing(tmp_path):
     assert proc.returncode == 1 and proc.stderr.strip() == (
         f"error: {tmp_path / 'cut.hyp'} has 2 lines, tst2013.en 3: run.sh eval luong again")
     assert not (tmp_path / "out").exists()
+
+
+def test_published_systems_restored_into_a_new_work_folder_table_as_before(rehearsal, tmp_path):
+    """publish, then restore into a work folder with nothing trained (a later session's): the
+    table's rows of the systems are the rehearsal's own."""
+    slice_dir, work, _ = rehearsal
+    results, fresh = tmp_path / "results", tmp_path / "fresh"
+    run(slice_dir, work, "--results", str(results), "publish")
+    run(slice_dir, fresh, "--results", str(results), "restore")
+    run(slice_dir, fresh, "table")
+
+    def rows(table):
+        return [line for line in table.read_text(encoding="utf-8").splitlines()
+                if line.startswith(tuple(f"| {s} |" for s in SYSTEMS))]
+
+    assert len(rows(fresh / "results.md")) == len(SYSTEMS)
+    assert rows(fresh / "results.md") == rows(work / "results.md")
+    assert all(s in (fresh / "curves.md").read_text(encoding="utf-8") for s in SYSTEMS)
