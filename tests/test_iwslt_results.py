@@ -77,7 +77,9 @@ def test_run_sh_restores_the_published_systems_and_refuses_to_train_them(tmp_pat
     run = ["bash", str(HERE / "run.sh"), "--work-dir", str(tmp_path), "--results", str(RESULTS)]
     proc = subprocess.run([*run, "restore"], capture_output=True, text=True)  # default: --systems published
     assert proc.returncode == 0, proc.stderr
-    assert f"restored {SYSTEM} from {RESULTS}" in proc.stderr and (tmp_path / "systems" / SYSTEM / "restored").exists()
+    published = [s for s in ("luong_global_general", "lstm") if (RESULTS / f"{s}.final.json").exists()]
+    assert f"restored {' '.join(published)} from {RESULTS}" in proc.stderr
+    assert all((tmp_path / "systems" / s / "restored").exists() for s in published)
     for step in ("train", "eval"):
         proc = subprocess.run([*run, step, SYSTEM], capture_output=True, text=True)
         assert proc.returncode == 1, proc.stderr
