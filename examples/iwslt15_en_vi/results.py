@@ -108,6 +108,8 @@ def published_name(name, row, chosen_beam):
     return f"{name}.{row['set']}{kind}.hyp"
 
 
+# a system's own files besides its translations and heat maps, published as NAME.FILE
+SYSTEM_FILES = ("train.log", "curve.tsv", "options", "code")
 TABLE_FILES = ("results.md", "bleu_by_length.md", "bleu_by_length.png", "curves.md", "curves.png")
 
 
@@ -135,10 +137,9 @@ def cmd_publish(args):
             target = published_name(name, r, final["choice"]["beam"])
             copies.append((r["hyp"], target))
             rows.append(dict(r, hyp=target))
-        for source, target in (("train.log", f"{name}.train.log"), ("curve.tsv", f"{name}.curve.tsv"),
-                               ("options", f"{name}.options"), ("code", f"{name}.code")):
+        for source in SYSTEM_FILES:
             if os.path.exists(os.path.join(system, source)):
-                copies.append((os.path.join(system, source), target))
+                copies.append((os.path.join(system, source), f"{name}.{source}"))
         maps = sorted(glob.glob(os.path.join(system, "attention_*.png")))
         copies += [(png, f"{name}.{os.path.basename(png)}") for png in maps]
         choice = dict(final["choice"], model_path=os.path.basename(final["choice"]["model_path"]))
@@ -188,18 +189,17 @@ def cmd_restore(args):
             raise SystemExit(f"error: {system} holds a system trained or evaluated here: "
                              f"restore {name} into another --work-dir")
         copies = [(os.path.join(args.results, h), os.path.join(system, "published", h)) for h in hyps]
-        for source, target in ((f"{name}.train.log", "train.log"), (f"{name}.curve.tsv", "curve.tsv"),
-                               (f"{name}.options", "options"), (f"{name}.code", "code")):
-            if os.path.exists(os.path.join(args.results, source)):
-                copies.append((os.path.join(args.results, source), os.path.join(system, target)))
+        for target in SYSTEM_FILES:
+            if os.path.exists(os.path.join(args.results, f"{name}.{target}")):
+                copies.append((os.path.join(args.results, f"{name}.{target}"), os.path.join(system, target)))
         for png in sorted(glob.glob(os.path.join(glob.escape(args.results), f"{glob.escape(name)}.attention_*.png"))):
             copies.append((png, os.path.join(system, os.path.basename(png)[len(name) + 1:])))
         missing = [src for src, _ in copies if not os.path.exists(src)]
         if missing:
             raise SystemExit(f"error: {missing[0]} is not there ({published} names it)")
         restored = dict(final, rows=[dict(r, hyp=os.path.join(system, "published", r["hyp"])) for r in rows])
-        plans.append((name, system, copies, restored))
-    for name, system, copies, restored in plans:
+        plans.append((system, copies, restored))
+    for system, copies, restored in plans:
         os.makedirs(os.path.join(system, "published"), exist_ok=True)
         for src, target in copies:
             shutil.copyfile(src, target)
