@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fairseq_luong.recipes import freshness as F
 from tests.helpers import REPO
 
@@ -138,6 +140,40 @@ def test_same_or_refuse_names_what_differs_and_accepts_a_key_of_before(tmp_path)
     assert F.same_or_refuse(str(prepared), f"vocab 8000 data: {F.data_key([str(raw)])}", "data") is None
 
 
+TRAINED = r"--arch lstm --adam-betas \(0.9\,\ 0.98\) --max-epoch 9 --seed 1 --stop-time-hours 8  data: bin/.done#0850"
+
+
+@pytest.mark.parametrize("now,raised", [
+    (TRAINED.replace("--max-epoch 9", "--max-epoch 20"), ["--max-epoch 9 -> 20"]),
+    (TRAINED.replace("--max-epoch 9", "--max-epoch 0"), ["--max-epoch 9 -> 0"]),  # 0: no bound
+    (TRAINED.replace("hours 8 ", "hours 8.5 "), ["--stop-time-hours 8 -> 8.5"]),  # the last option
+    (TRAINED.replace("epoch 9", "epoch 12").replace("hours 8 ", "hours 10 "),
+     ["--max-epoch 9 -> 12", "--stop-time-hours 8 -> 10"]),
+    (TRAINED.replace("--max-epoch 9", "--max-epoch 5"), None),  # lowered
+    (TRAINED.replace("--max-epoch 9", "--max-epoch x"), None),
+    (TRAINED.replace("epoch 9", "epoch 20").replace("seed 1", "seed 2"), None),  # and another option
+    (TRAINED.replace("epoch 9", "epoch 20").replace("#0850", "#0851"), None),  # and other data
+    (TRAINED.replace("epoch 9", "epoch 20").replace("--arch lstm", "--arch lstm --max-epoch 30"), None),
+    (TRAINED.replace("epoch 9", "epoch 20") + " --quantization-config-path q.yaml", None),  # reads --max-epoch
+    (TRAINED.replace("--seed 1", "--seed 10"), None),
+])
+def test_a_training_takes_only_a_raised_stopping_bound(now, raised):
+    assert F.raised_bounds(TRAINED, now) == raised
+    assert F.raised_bounds(TRAINED, now, bounds=()) is None
+
+
+def test_same_or_refuse_with_bounds_takes_a_raised_bound_and_only_with_them(tmp_path):
+    options = tmp_path / "sys" / "options"
+    assert F.same_or_refuse(str(options), TRAINED, "system s", F.BOUNDS) is None
+    longer = TRAINED.replace("--max-epoch 9", "--max-epoch 20")
+    assert "made with other options" in F.same_or_refuse(str(options), longer, "system s")  # no bounds
+    assert options.read_text() == TRAINED + "\n"
+    assert F.same_or_refuse(str(options), longer, "system s", F.BOUNDS) is None
+    assert options.read_text() == longer + "\n"
+    back = F.same_or_refuse(str(options), TRAINED, "system s", F.BOUNDS)
+    assert "before: --max-epoch 20" in back and "now:    --max-epoch 9" in back
+
+
 def test_the_command_line_is_what_recipe_sh_calls(tmp_path):
     # as recipe.sh runs it: python -S, the standard library only
     run = [sys.executable, "-S", str(REPO / "fairseq_luong" / "recipes" / "freshness.py")]
@@ -154,6 +190,10 @@ def test_the_command_line_is_what_recipe_sh_calls(tmp_path):
     assert call("same-or-refuse", str(tmp_path / "o"), "it", key="a").returncode == 0
     refused = call("same-or-refuse", str(tmp_path / "o"), "it", key="b")
     assert refused.returncode == 3 and "  before: a" in refused.stdout
+    assert call("same-or-refuse", str(tmp_path / "t"), "it", "--bounds", key="x --max-epoch 2").stdout == ""
+    raised = call("same-or-refuse", str(tmp_path / "t"), "it", "--bounds", key="x --max-epoch 3")
+    assert raised.returncode == 0 and raised.stdout == "raised --max-epoch 2 -> 3\n"
+    assert call("same-or-refuse", str(tmp_path / "t"), "it", key="x --max-epoch 4").returncode == 3
     assert call("ident", str(out), str(tmp_path / "o")).stdout.splitlines() == [F.ident(str(out)),
                                                                                  F.ident(str(tmp_path / "o"))]
     missing = call("data-key", str(tmp_path / "no.en"))

@@ -18,7 +18,8 @@
 # is skipped; a stale output is made again when that is cheap (data, translations,
 # scores) and refused when it is not (training: the difference is shown; RETRAIN=1 or
 # deleting the folder trains it again, ACCEPT_CODE=1 keeps a model across a code
-# change and records that you did). Identities chain: a retrained model has another id,
+# change and records that you did; a larger --max-epoch or --stop-time-hours is taken and the
+# training goes on: same_or_raise). Identities chain: a retrained model has another id,
 # so every translation and score made from the old one is stale; tables print fresh
 # results only and say what is missing or stale. Training resumes from
 # checkpoint_last.pt after an interruption, with the same budget (fairseq counts the
@@ -150,13 +151,19 @@ warm_code_versions() {
 
 # same_or_refuse FILE KEY WHAT [HOW]: FILE holds KEY (or is new: then it gets it);
 # another key stops with the options that differ shown, and HOW to go on
-same_or_refuse() {
-  local file="$1" key="$2" what="$3" how="${4:-delete $(dirname "$1") to redo it, or use another name / --work-dir}"
+same_or_refuse() { _same_or_refuse "" "$@"; }
+# same_or_raise FILE KEY WHAT [HOW]: same_or_refuse for a training's options, which also takes a
+# KEY that only raises --max-epoch or --stop-time-hours (freshness.py BOUNDS): the training
+# then goes on from checkpoint_last.pt as the one that had the larger bound from the start
+same_or_raise() { _same_or_refuse --bounds "$@"; }
+_same_or_refuse() {
+  local bounds="$1" file="$2" key="$3" what="$4" how="${5:-delete $(dirname "$2") to redo it, or use another name / --work-dir}"
   local why
-  if ! why="$(printf '%s' "$key" | "${FRESHNESS[@]}" same-or-refuse "$file" "$what")"; then
+  if ! why="$(printf '%s' "$key" | "${FRESHNESS[@]}" same-or-refuse "$file" "$what" ${bounds:+"$bounds"})"; then
     echo "[$RECIPE] error: $why" >&2
     die "$how"
   fi
+  [[ -z "$why" ]] || say "$what: $why: it trains on from its last checkpoint"
 }
 
 # same_code_or_refuse DIR WHAT ROOT... [--dist DIST...]: the model in DIR (its checkpoints)
@@ -198,8 +205,9 @@ train_launcher() {
 
 # train_system NAME DATA_BIN DATA_KEY FAIRSEQ_TRAIN_ARGS...
 #   trains WORK/systems/NAME (checkpoints in .../checkpoints, log in .../train.log);
-#   skips it when trained with the same options and code, resumes it when interrupted,
-#   refuses when the folder holds a system trained with other options or other code
+#   skips it when trained with the same options and code, resumes it when interrupted or
+#   when only its --max-epoch / --stop-time-hours was raised (same_or_raise), refuses
+#   when the folder holds a system trained with other options or other code
 #   (same_code_or_refuse); RETRAIN=1 deletes it and trains it again.
 train_system() {
   local name="$1" bin="$2" dkey="$3"; shift 3
@@ -208,7 +216,7 @@ train_system() {
   if [[ "${RETRAIN:-0}" == 1 && -d "$dir" ]] && ! fresh "$dir/trained" "$key"; then
     say "$name: RETRAIN=1: deleting $dir and training it again"; rm -rf "$dir"
   fi
-  same_or_refuse "$dir/options" "$okey" "system $name ($dir)" \
+  same_or_raise "$dir/options" "$okey" "system $name ($dir)" \
     "train it again with RETRAIN=1 (or delete $dir), or use another name / --work-dir"
   same_code_or_refuse "$dir" "system $name ($dir)" "$REPO/fairseq_luong" "${FAIRSEQ_DISTS[@]}"
   if fresh "$dir/trained" "$key"; then say "$name: trained already ($dir)"; return; fi

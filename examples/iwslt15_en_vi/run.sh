@@ -46,7 +46,9 @@
 #   --systems "A B"   systems for `all` and `table` (default: luong_global_general lstm)
 #   --hours H         each system's wall-clock training budget (default: 8); a training also
 #                     stops once its tst2012 perplexity is flat (reduce_lr_on_plateau_until_flat)
-#   --max-epoch N     at most N epochs (default: 20)
+#   --max-epoch N     at most N epochs (default: 20); a larger N (or --hours) for a system
+#                     trained with a smaller one trains it on from its last checkpoint, as if
+#                     it had had N from the start
 #   --units N         embedding and hidden size (default: 512, the anchors')
 #   --averages "A B"  candidates for the final model: the average of the last A epochs' weights
 #                     (1: the last epoch's) or "best" (checkpoint_best.pt) (default: "best 1 3 5")

@@ -20,8 +20,9 @@ is kept.
 
 ``examples/common/recipe.sh`` runs this file as a script, its command line (``stamp``,
 ``fresh``, ``stale-reason``, ``ident``, ``data-key``, ``recorded``, ``field``,
-``same-or-refuse``); the stamps it reads and writes are byte for byte those the shell
-functions wrote before (checked on the 158 stamps of a study's work folder).
+``same-or-refuse``, with ``--bounds`` for a training's options: :func:`raised_bounds`); the
+stamps it reads and writes are byte for byte those the shell functions wrote before (checked
+on the 158 stamps of a study's work folder).
 Needs neither fairseq nor torch.
 """
 import argparse
@@ -37,6 +38,14 @@ STAMP = "@@@ stamp"
 # preprocess writes its log into the data folder), the save-dir lock (fairseq_patches/long_runs.py)
 SKIP = ("*.key", ".done", "*.part", "*.log", ".fairseq_luong.lock")
 HASH_CHARS = 16
+# A training's options that say only when it stops: fairseq-train resumed from
+# checkpoint_last.pt with a larger one goes on where it stopped, as the training that had it
+# from the start would have (the data order and the dropout seed follow the epoch and update
+# numbers; the plateau schedules resume exactly: fairseq_patches/plateau_resume.py,
+# tests/test_until_flat.py). Not --max-update: polynomial_decay, cosine and tri_stage read it
+# (their total_num_update); not with --quantization-config-path, which reads --max-epoch.
+BOUNDS = ("--max-epoch", "--stop-time-hours")
+UNLIMITED = 0  # fairseq's value of either bound for none
 
 
 def _sha1(data: bytes) -> str:
@@ -250,10 +259,50 @@ def refusal(file: str, key: str, what: str) -> Optional[str]:
     return "\n".join([f"{what} was made with other options:", *lines])
 
 
-def same_or_refuse(file: str, key: str, what: str) -> Optional[str]:
+def _bound(value: str) -> Optional[float]:
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return None if number < 0 else float("inf") if number == UNLIMITED else number
+
+
+def raised_bounds(before: str, now: str, bounds: Sequence[str] = BOUNDS) -> Optional[List[str]]:
+    """``["--max-epoch 9 -> 20", ...]``: the :data:`BOUNDS` whose value NOW raises (0: no
+    bound), when NOW differs from the key BEFORE in nothing else (as :func:`same_key` judges
+    it); None otherwise: another option differs, a bound is lowered or not a number, or NOW
+    has ``--quantization-config-path``."""
+    if "--quantization-config-path" in now:
+        return None
+    # "... --max-epoch 9 --seed 1" -> ["...", "max-epoch 9", "seed 1"]: an option a part
+    old, new = before.split(" --"), now.split(" --")
+    if len(old) != len(new):
+        return None
+    raised = []
+    for i, (a, b) in enumerate(zip(old, new)):
+        name = next((o for o in bounds if a.startswith(o[2:] + " ") and b.startswith(o[2:] + " ")), None)
+        if i == 0 or name is None or a == b:
+            continue
+        # "max-epoch 9  data: ..." -> value "9", the rest "data: ..." (the last option's part)
+        was, _, rest = a[len(name) - 1:].partition(" ")
+        value, _, _ = b[len(name) - 1:].partition(" ")
+        low, high = _bound(was), _bound(value)
+        if low is None or high is None or high < low:
+            return None
+        raised.append(f"{name} {was} -> {value}")
+        old[i] = f"{name[2:]} {value}" + (f" {rest}" if rest or a.endswith(" ") else "")
+    return raised if raised and same_key(" --".join(old), now) else None
+
+
+def same_or_refuse(file: str, key: str, what: str, bounds: Sequence[str] = ()) -> Optional[str]:
     """FILE holds KEY from now on, unless it holds another: then the refusal (see
-    :func:`refusal`) is returned and nothing is written."""
+    :func:`refusal`) is returned and nothing is written. With BOUNDS (a training's options:
+    :data:`BOUNDS`), a KEY that only raises them (:func:`raised_bounds`) is taken too."""
     message = refusal(file, key, what)
+    if message is not None and bounds:
+        with open(file, encoding="utf-8") as f:
+            if raised_bounds(f.read().rstrip("\n"), key, bounds):
+                message = None
     if message is None:
         os.makedirs(os.path.dirname(file) or ".", exist_ok=True)
         with open(file, "w", encoding="utf-8", newline="\n") as f:
@@ -280,6 +329,9 @@ def main(argv=None) -> int:
         elif name == "same-or-refuse":
             p.add_argument("file")
             p.add_argument("what")
+            p.add_argument("--bounds", action="store_true",
+                           help=f"a training's options: take a KEY that only raises {' or '.join(BOUNDS)}, "
+                                f"printing what it raised")
         elif name == "ident":
             p.add_argument("paths", nargs="+")
         else:
@@ -314,10 +366,16 @@ def main(argv=None) -> int:
             print(f"error: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
             return 1
     elif args.command == "same-or-refuse":
-        message = same_or_refuse(args.file, key, args.what)
+        before = None
+        if args.bounds and os.path.isfile(args.file):
+            with open(args.file, encoding="utf-8") as f:
+                before = f.read().rstrip("\n")
+        message = same_or_refuse(args.file, key, args.what, BOUNDS if args.bounds else ())
         if message:
             print(message, file=out)
             return 3
+        if before is not None and not same_key(before, key):
+            print(f"raised {', '.join(raised_bounds(before, key))}", file=out)
     return 0
 
 
