@@ -216,3 +216,38 @@ def test_published_systems_restored_into_a_new_work_folder_table_as_before(rehea
     assert len(rows(fresh / "results.md")) == len(SYSTEMS)
     assert rows(fresh / "results.md") == rows(work / "results.md")
     assert all(s in (fresh / "curves.md").read_text(encoding="utf-8") for s in SYSTEMS)
+
+
+def test_a_training_stopped_by_max_epoch_and_raised_trains_on_to_the_weights_of_the_longer_one(rehearsal, tmp_path):
+    """lstm trained 1 epoch in a new work folder, then run with the rehearsal's --max-epoch 2: it
+    trains on from checkpoint_last.pt (recipe.sh same_or_raise) to the weights the rehearsal's
+    2-epoch training made from the start, bit for bit on this machine; a lowered --max-epoch is
+    refused and trains nothing."""
+    import torch
+
+    from fairseq_luong.fairseq_patches.checkpoints import checkpoint_safe_globals
+
+    def load(path):  # weights only, with the globals fairseq checkpoints hold
+        with torch.serialization.safe_globals(checkpoint_safe_globals()):
+            return torch.load(path, weights_only=True)
+
+    slice_dir, work, _ = rehearsal
+    other = tmp_path / "w"
+    run(slice_dir, other, "prepare")
+    run(slice_dir, other, "--max-epoch", "1", "train", "lstm")
+    ckpt = other / "systems" / "lstm" / "checkpoints" / "checkpoint_last.pt"
+    after_one = load(ckpt)["extra_state"]["train_iterator"]
+    assert (after_one["epoch"], after_one["iterations_in_epoch"]) == (2, 0)  # epoch 1 done, 2 next
+    raised = run(slice_dir, other, "train", "lstm")
+    assert "raised --max-epoch 1 -> 2: it trains on from its last checkpoint" in raised.stderr
+    assert "resuming from" in raised.stderr
+    mine = load(ckpt)["model"]
+    whole = load(work / "systems" / "lstm" / "checkpoints" / "checkpoint_last.pt")["model"]
+    assert mine.keys() == whole.keys() and all(torch.equal(mine[k], whole[k]) for k in whole)
+    before = ckpt.stat().st_mtime_ns
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    lowered = subprocess.run(["bash", str(RUN), "--data-dir", str(slice_dir), "--work-dir", str(other), *OPTIONS,
+                              "--max-epoch", "1", "train", "lstm"], capture_output=True, text=True, env=env)
+    assert lowered.returncode != 0 and "before: --max-epoch 2" in lowered.stderr
+    assert "now:    --max-epoch 1" in lowered.stderr
+    assert ckpt.stat().st_mtime_ns == before
