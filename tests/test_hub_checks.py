@@ -49,8 +49,9 @@ def _rewrite_dictionaries(folder, change):
 def data(tmp_path_factory):
     """build_piece_corpus, and what users mix up with it: SentencePiece models of the same text
     with fewer pieces (spm55.model: some of the dictionary's pieces are not among its own) or
-    more (spm70.model: many of its pieces are in no dictionary), and of the German side only
-    (spm_de.model: both); data folders with the same dictionary's symbols in another order
+    more (spm70.model: it would cut much of the text into pieces that are in no dictionary),
+    and of the German side only (spm_de.model: more of the dictionary's pieces are not its own); data
+    folders with the same dictionary's symbols in another order
     (reordered/) or 8 more symbols (bigger/), and the words binarized (words/)."""
     root = build_piece_corpus(tmp_path_factory.mktemp("hub_checks"))
     for name, inputs, size in (("spm55", "train.en,train.de", 55), ("spm70", "train.en,train.de", 70),
@@ -113,11 +114,20 @@ def _holds(path):
     return ", ".join(sorted(p.name for p in path.glob("*.pt")))
 
 
-# the SentencePiece models of the data fixture that did not make the dictionary: what each covers
+# the SentencePiece models of the data fixture that did not make the dictionary: why each does not fit
 SENTENCEPIECE = {
-    "fewer pieces": ("spm55.model", "96.4% of the dictionary's text is in its pieces, and 9.6% of its 52 pieces"),
-    "more pieces": ("spm70.model", "100.0% of the dictionary's text is in its pieces, and 22.4% of its 67 pieces"),
-    "other text": ("spm_de.model", "84.3% of the dictionary's text is in its pieces, and 10.8% of its 37 pieces"),
+    "fewer pieces": ("spm55.model", "96.4% of the dictionary's text is in its pieces, 0.0% of the text is in "
+                     "pieces it would cut less than a third as often, and it would cut 0.0% of the text into "
+                     "pieces that are in neither dictionary (for the model the data was encoded with: about "
+                     "100%, 0% and 0%)"),
+    "more pieces": ("spm70.model", "100.0% of the dictionary's text is in its pieces, 0.0% of the text is in "
+                     "pieces it would cut less than a third as often, and it would cut 17.9% of the text into "
+                     "pieces that are in neither dictionary (for the model the data was encoded with: about "
+                     "100%, 0% and 0%)"),
+    "other text": ("spm_de.model", "84.3% of the dictionary's text is in its pieces, 0.0% of the text is in "
+                     "pieces it would cut less than a third as often, and it would cut 0.0% of the text into "
+                     "pieces that are in neither dictionary (for the model the data was encoded with: about "
+                     "100%, 0% and 0%)"),
 }
 
 
@@ -208,9 +218,8 @@ def mistake(case, family, data, folder):
         model = data / SENTENCEPIECE[case.split(" of ", 1)[1]][0]
         numbers = SENTENCEPIECE[case.split(" of ", 1)[1]][1]
         return ((ckpt,), _pieces(data, sentencepiece_model=str(model))), (
-            f"sentencepiece_model={str(model)!r} did not make {bin_}/dict.en.txt: {numbers} are in neither dictionary "
-            "(for the model the data was encoded with: about 100% and 0%); give the SentencePiece model the data was "
-            "encoded with (the one fairseq-preprocess read pieces of)")
+            f"sentencepiece_model={str(model)!r} did not make {bin_}/dict.en.txt: {numbers}; give the "
+            "SentencePiece model the data was encoded with (the one fairseq-preprocess read pieces of)")
     if case == "no SentencePiece model":
         return ((ckpt,), _pieces(data, sentencepiece_model=None)), (
             "from_pretrained: bpe='sentencepiece' needs sentencepiece_model=, the SentencePiece model the data was "
@@ -310,9 +319,8 @@ def test_the_command_lines_sentencepiece_model_must_have_made_a_dictionary(data,
     with pytest.raises(UserError) as err:
         fairseq_cli("interactive", argv, stdin="one two\n")
     assert str(err.value) == (
-        f"--sentencepiece-model {data / model} did not make the dictionaries of {data / 'bin'}: {numbers} are in "
-        "neither dictionary (for the model the data was encoded with: about 100% and 0%); give the SentencePiece "
-        "model the data was encoded with (the one fairseq-preprocess read pieces of)")
+        f"--sentencepiece-model {data / model} did not make the dictionaries of {data / 'bin'}: {numbers}; give the "
+        "SentencePiece model the data was encoded with (the one fairseq-preprocess read pieces of)")
 
 
 # ------------------------------------------------------------------ the calls' arguments

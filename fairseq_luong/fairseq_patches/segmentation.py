@@ -11,14 +11,27 @@ A dictionary shows what it was built from: SentencePiece pieces begin words with
 subword-nmt pieces end inside words with ``@@`` (:func:`pieces_of`). A SentencePiece model
 fits a dictionary when its pieces cover the dictionary's symbols (weighted by their counts,
 which fairseq-preprocess took from the encoded training text: a rare character that
-SentencePiece left as it was does not count against it), and when the dictionaries know its
-pieces (:func:`sentencepiece_misfit`; the thresholds separate, on Multi30k and KFTT, the
-model the data was encoded with, 99.9 to 100 % and at most 0.5 %, from models of another
-size or language, at most 95 % or at least 50 %). ``from_pretrained`` checks both
-(``hub.py``, :func:`check_hub_segmentation`), in one line naming the dictionary or model
-and the keyword to give; the command line checks the model it is given (:func:`patch_bpe_fit`).
+SentencePiece left as it was does not count against it), and when the text it would cut is
+the dictionaries' text, but for what they may have left out (:func:`sentencepiece_misfit`).
+fairseq-preprocess leaves out the pieces seen fewer times than ``--thresholdsrc`` or beyond
+``--nwordssrc``, so a dictionary of the model's own pieces may lack most of them: a piece in
+neither dictionary counts against the model only when it would have been seen too often to be
+left out. A unigram model's scores are log probabilities, so it says how often it would cut
+each piece: the share of the text in its pieces that no dictionary would lack, and in pieces
+the dictionaries saw over three times as often as it would cut them (those of a model with
+fewer pieces, which it joins), are both about 0 for the model the data was encoded with. A
+BPE model's scores are ranks: the share of its pieces in neither dictionary decides, which
+says nothing once a dictionary was cut (every one's rarest symbol seen more than once), where
+coverage alone decides. On Multi30k and KFTT (tests/test_segmentation_fit.py), the unigram
+model the data was encoded with gives at least 99.9 %, at most 0.1 % and 0 %, with the
+dictionaries whole or cut; a unigram model of another size or language at most 98.0 %, or at
+least 2.2 % or 4.1 %. What the check cannot tell: a BPE model of the same text with more
+pieces, given a cut dictionary. ``from_pretrained`` checks both (``hub.py``,
+:func:`check_hub_segmentation`), in one line naming the dictionary or model and the keyword to
+give; the command line checks the model it is given (:func:`patch_bpe_fit`).
 """
 import functools
+import math
 import os
 
 from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE
@@ -30,7 +43,10 @@ from .patching import CHECK, patch, wrap_once
 SPACE = "\u2581"  # SentencePiece's mark of a word's beginning
 MARKED = 0.01  # the share of a dictionary's text in pieces marked so, from which it holds such pieces
 COVERED = 0.99  # the share of a dictionary's text a fitting SentencePiece model must know
-STRAY = 0.1  # the share of a fitting model's pieces the dictionaries may lack
+STRAY = 0.1  # the share of a fitting BPE model's pieces the dictionaries may lack
+STRAY_TEXT = 0.01  # the share of the text a fitting unigram model may cut otherwise (see SURPLUS, SLACK)
+SURPLUS = 3  # how much more often than a fitting unigram model would cut it a dictionary may have seen a piece
+SLACK = 2  # how much more often than a dictionary's rarest symbol a piece it lacks may be expected
 _KINDS = {"sentencepiece": ("SentencePiece pieces", lambda s: s.startswith(SPACE)),
           "subword_nmt": ("subword-nmt pieces", lambda s: s.endswith("@@"))}
 _GIVE = {"sentencepiece": "bpe='sentencepiece', sentencepiece_model= the SentencePiece model the data was encoded with",
@@ -62,15 +78,49 @@ def _examples(dictionary, kind):
     return ", ".join(map(repr, marked[:4]))
 
 
+def _word_piece(piece):
+    """Whether ``piece`` is more than one character: SentencePiece keeps every character of its
+    text among its pieces (``character_coverage``), whether or not it cuts any text into it, at a
+    score that is not how often it would."""
+    return len(piece) > 1
+
+
+def _log_probabilities(sp, ids):
+    """The scores of pieces ``ids`` when they are log probabilities (a unigram model's), else None
+    (a BPE model scores a piece by its rank: 0, -1, -2, ...)."""
+    scores = [sp.get_score(i) for i in ids]
+    if all(float(score).is_integer() for score in scores):
+        return None
+    return scores
+
+
 def sentencepiece_misfit(sp, dictionary, dictionaries):
     """Why SentencePiece processor ``sp`` did not make ``dictionary`` (the side it encodes),
     given all the run's ``dictionaries``; None when it fits."""
-    pieces = {sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))}
+    ids = [i for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+    pieces = {sp.id_to_piece(i) for i in ids}
     symbols = _symbols(dictionary)
     covered = sum(c for s, c in symbols if s in pieces) / (sum(c for _, c in symbols) or 1)
     known = {s for d in dictionaries for s in d.symbols}
+    sides = [_symbols(d) for d in dictionaries]
+    text = sum(c for side in sides for _, c in side)  # the dictionaries' text, in symbols
+    rarest = sum(min((c for _, c in side), default=1) for side in sides)  # what a piece left out was seen at most
+    scores = _log_probabilities(sp, ids)
+    if scores is not None:  # unigram: how the text it cuts would differ from the dictionaries' text
+        expected = {sp.id_to_piece(i): math.exp(score) * text for i, score in zip(ids, scores)}  # pieces it cuts
+        stray = sum(n for piece, n in expected.items()
+                    if _word_piece(piece) and piece not in known and n > SLACK * rarest) / (text or 1)
+        surplus = sum(c for side in sides for s, c in side
+                      if _word_piece(s) and s in expected and c > SURPLUS * expected[s]) / (text or 1)
+        if covered >= COVERED and stray <= STRAY_TEXT and surplus <= STRAY_TEXT:
+            return None
+        return (f"{covered:.1%} of the dictionary's text is in its pieces, {surplus:.1%} of the text is in pieces it "
+                f"would cut less than a third as often, and it would cut {stray:.1%} of the text into pieces that are "
+                "in neither dictionary (for the model the data was encoded with: about 100%, 0% and 0%)")
+    # BPE: its pieces in neither dictionary, unless a dictionary cut may have left them out
     stray = sum(p not in known for p in pieces) / (len(pieces) or 1)
-    if covered >= COVERED and stray <= STRAY:
+    cut = all(min((c for _, c in side), default=1) > 1 for side in sides)
+    if covered >= COVERED and (stray <= STRAY or cut):
         return None
     return (f"{covered:.1%} of the dictionary's text is in its pieces, and {stray:.1%} of its {len(pieces)} pieces "
             "are in neither dictionary (for the model the data was encoded with: about 100% and 0%)")
