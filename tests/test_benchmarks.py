@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from fairseq_luong.recipes import machine
 from tests.helpers import (
     BENCH,
     REPO,
@@ -53,7 +54,7 @@ def test_on_cuda_the_clock_is_read_after_the_gpu_has_finished_and_memory_is_the_
     cpu.now()
     assert calls == ["clock"]  # no synchronize: nothing of CUDA
     assert cpu.peak_mb() > 50  # the process's resident peak (MB): torch alone is more
-    assert cpu.name(threads=2) == "CPU, 2 threads"
+    assert cpu.name(threads=2).startswith(f"CPU, 2 threads of {machine.describe_cpu()} (torch kernels ")
     with pytest.raises(ValueError):
         dev.DeviceClock("gpu")
 
@@ -130,7 +131,8 @@ def test_the_speed_benchmark_runs_on_the_cpu_with_busy_shares_and_a_checkout_bef
                  "--before", REPO, "--busy", "--busy-steps", 1, "--work", tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("# device CPU, 1 thread, torch ") and " commit " in lines[0]
+    assert lines[0].startswith(f"# device CPU, 1 thread of {machine.describe_cpu()} (torch kernels ")
+    assert "), torch " in lines[0] and " commit " in lines[0]
     assert "GEMM peak at start (GFLOP/s, best of 8, measured again after each size: % GEMM peak uses the best) " \
         "float32 " in lines[0]
     assert lines[0].endswith(f"; @before: {REPO} (commit {load_bench('bench_device').commit(str(REPO))})")

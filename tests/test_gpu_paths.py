@@ -19,6 +19,7 @@ import torch
 
 import fairseq_luong  # noqa: F401  (checkpoint allowlist for torch.load)
 from fairseq_luong.criterions.fused_label_smoothed_cross_entropy import fused_output_loss
+from fairseq_luong.recipes import machine
 from tests.helpers import REPO, SHARED_DATA, TINY_SPEED, make_wmt14_release
 
 TINY = ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-hidden-size", "16",
@@ -150,7 +151,8 @@ def test_gpu_check_with_no_checks_runs_the_speed_table_alone(tmp_path):
     assert [(r["check"], r["result"]) for r in result["rows"]] == [("speed table (benchmark_speed.py)", "PASS")]
     table = result["speed"]["table"]
     # float16 on the CPU: no fast matrix product, so no peak to measure the rows against
-    assert table[0].startswith("# device CPU, 1 thread") and "fp16 - (no fast GEMM kernel on the CPU)" in table[0]
+    assert table[0].startswith(f"# device CPU, 1 thread of {machine.describe_cpu()} (torch kernels ")
+    assert "fp16 - (no fast GEMM kernel on the CPU)" in table[0]
     header = [c.strip() for c in table[1].strip("|").split("|")]
     rows = [dict(zip(header, (c.strip() for c in line.strip("|").split("|")))) for line in table
             if line.startswith("| 1x16")]

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from fairseq_luong.recipes import machine
 from tests.helpers import REPO
 
 DATA = REPO.parent / "shared" / "data" / "iwslt15_en_vi"
@@ -116,6 +118,7 @@ def test_the_table_puts_the_systems_beside_the_anchors(rehearsal):
         final = json.loads((work / "systems" / system / "final.json").read_text(encoding="utf-8"))
         beam13 = [r for r in final["rows"] if r["set"] == "tst2013" and r["beam"] == "2" and r["unk"] == "0"][0]
         assert f"| {float(beam13['bleu']):.2f} |" in row and "| 2 |" in row  # its BLEU, its epochs
+        assert f"| {machine.describe_cpu()}; torch {torch.__version__} (kernels " in row  # the machine it ran on
     by_length = (work / "bleu_by_length.md").read_text(encoding="utf-8")
     assert "| 41-50 |" in by_length and "| >60 |" in by_length and all(s in by_length for s in SYSTEMS)
     assert (work / "bleu_by_length.png").stat().st_size > 0 and (work / "curves.png").stat().st_size > 0

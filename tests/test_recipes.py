@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import fairseq_luong  # noqa: F401  (checkpoint allowlist for torch.load)
+from fairseq_luong.recipes import machine
 from tests.helpers import REPO, SHARED_DATA, make_wmt14_release
 
 MULTI30K = SHARED_DATA / "multi30k_en_de"
@@ -248,6 +249,10 @@ def test_multi30k_prepare_train_eval(multi30k):
     assert "SentencePiece" not in again.stderr  # done: skipped
     assert "trained already" in recipe("multi30k_en_de", *opts, "train", "luong_localp", "--",
                                        *TINY, "--max-update", 4).stderr
+    # the log names the machine of each start of the training (the run above, trained already, adds none)
+    log = (work / "systems" / "luong_localp" / "train.log").read_text(encoding="utf-8")
+    starts = [line for line in log.splitlines() if line.startswith("== ") and " machine: " in line]
+    assert len(starts) == 1 and f" machine: {machine.describe_cpu()}; torch {torch.__version__} (" in starts[0]
     # the data copied again (new times, the same bytes: a restored backup, a machine that mounts
     # it afresh) changes no key: prepared and trained already (keys held times before)
     for f in data.iterdir():

@@ -230,6 +230,8 @@ train_system() {
   say "training $name (log: $dir/train.log)"
   say "  fairseq-train $bin $*"
   echo "== $(date -u '+%F %T') fairseq-train $bin $*" >> "$dir/train.log"
+  # each start names its machine (a training is reproducible bit for bit only on one kind of CPU)
+  echo "== $(date -u '+%F %T') machine: $(python "$REPO/fairseq_luong/recipes/machine.py")" >> "$dir/train.log"
   if ! "${TRAIN_LAUNCHER[@]+"${TRAIN_LAUNCHER[@]}"}" fairseq-train "$bin" --user-dir "$REPO/fairseq_luong" --save-dir "$dir/checkpoints" \
         --log-format simple --no-progress-bar "$@" 2>&1 \
       | tee -a "$dir/train.log" | python "$TOOLS" progress "$name"; then

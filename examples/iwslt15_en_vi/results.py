@@ -12,8 +12,8 @@
 Each system's final.json (run.sh eval) holds what was chosen on tst2012 (model, beam,
 length penalty) and a row per translation: set, beam, length penalty, --replace-unk, tokenised
 case-sensitive BLEU (sacreBLEU --tokenize none: the anchors' multi-bleu.perl) and sacreBLEU on
-Moses-detokenised text. The training's epochs, updates, hours and words per second come from
-its fairseq-train log. Needs neither fairseq nor torch.
+Moses-detokenised text. The training's epochs, updates, hours, words per second and machines
+come from its fairseq-train log. Needs neither fairseq nor torch.
 """
 import argparse
 import importlib.util
@@ -59,8 +59,25 @@ def cmd_hyp(args):
     print(r["hyp"])
 
 
+MACHINE = " machine: "  # recipe.sh's line at each start of a training: "== DATE TIME machine: DESCRIPTION"
+
+
+def machines(train_log):
+    """The machines a training ran on (each start's recipe.sh line, recipes/machine.py's
+    description), each once, in the order they first ran it; [] for a log from before the
+    recipes named them."""
+    seen = []
+    with open(train_log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("== ") and MACHINE in line:
+                description = line.split(MACHINE, 1)[1].strip()
+                if description not in seen:
+                    seen.append(description)
+    return seen
+
+
 def training(work, name):
-    """Epochs, updates, hours and mean words per second of WORK/systems/NAME's training."""
+    """Epochs, updates, hours, mean words per second and machines of WORK/systems/NAME's training."""
     path = os.path.join(work, "systems", name, "train.log")
     if not os.path.exists(path):
         return None
@@ -68,7 +85,8 @@ def training(work, name):
     wps = [r.stats["wps"] for r in recipe_tools.package_module("analysis.training_log").read_training_log(path).train
            if "wps" in r.stats]
     return dict(epochs=row["epochs"], updates=row["updates"], hours=row["wall"] and row["wall"] / 60,
-                best_ppl=row["best_ppl"], params=row["params"], wps=sum(wps) / len(wps) if wps else None)
+                best_ppl=row["best_ppl"], params=row["params"], wps=sum(wps) / len(wps) if wps else None,
+                machines=machines(path))
 
 
 def cell(x, spec=".2f"):
@@ -77,11 +95,11 @@ def cell(x, spec=".2f"):
 
 def cmd_table(args):
     print("| system | tst2012 greedy | tst2012 beam | tst2013 greedy | tst2013 beam | tst2013 beam +unk "
-          "| tst2013 sacreBLEU (detok.) | chosen on tst2012 | epochs | hours | train words/s | settings |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| tst2013 sacreBLEU (detok.) | chosen on tst2012 | epochs | hours | train words/s | trained on | settings |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, g12, b12, g13, b13, how in ANCHORS:
         print(f"| {name} | {cell(g12, '.1f')} | {cell(b12, '.1f')} | {cell(g13, '.1f')} | {cell(b13, '.1f')} "
-              f"| - | - | - | - | - | - | {how} |")
+              f"| - | - | - | - | - | - | - | {how} |")
     for spec in args.systems:
         name, _, path = spec.partition("=")
         final = load(path)
@@ -94,11 +112,15 @@ def cmd_table(args):
         print(f"| {name} | {cell(score('tst2012', 1))} | {cell(score('tst2012', beam))} | "
               f"{cell(score('tst2013', 1))} | {cell(score('tst2013', beam))} | {cell(score('tst2013', beam, True))} | "
               f"{cell(score('tst2013', beam, key='sacrebleu'))} | {chosen} | {cell(t.get('epochs'), 'd')} | "
-              f"{cell(t.get('hours'), '.2f')} | {cell(t.get('wps'), '.0f')} | this recipe (README.md) |")
+              f"{cell(t.get('hours'), '.2f')} | {cell(t.get('wps'), '.0f')} | "
+              f"{' + '.join(t.get('machines') or []) or 'not recorded'} | this recipe (README.md) |")
     print()
     print("BLEU: sacreBLEU --tokenize none on the tokenised text, case-sensitive (multi-bleu.perl's, the "
           "anchors'); greedy is beam 1. sacreBLEU (detok.): both sides Moses-detokenised, 13a. Everything "
-          "chosen on tst2012; tst2013 translated once per final model.")
+          "chosen on tst2012; tst2013 translated once per final model. Hours and words/s: fairseq-train's "
+          "own, pauses included; trained on: the machine of each start of the training (recipe.sh's "
+          "'machine:' lines in its log; not recorded before they were written), so hours and words/s "
+          "compare systems only where they name the same one.")
 
 
 # publish: each translation of final.json under a name of its own (the chosen beam and length

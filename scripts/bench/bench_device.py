@@ -63,8 +63,12 @@ class DeviceClock:
 
         if self.device == "cuda":
             return torch.cuda.get_device_name(0)
+        from fairseq_luong.recipes.machine import describe_cpu
+
         n = threads or torch.get_num_threads()
-        return f"CPU, {n} thread{'s' if n != 1 else ''}"
+        # the CPU itself: "CPU, 2 threads" alone said nothing of which (its kind decides bf16's speed)
+        return (f"CPU, {n} thread{'s' if n != 1 else ''} of {describe_cpu()} "
+                f"(torch kernels {torch.backends.cpu.get_cpu_capability()})")
 
 
 def union_seconds(intervals):

@@ -117,9 +117,11 @@ def main(argv=None):
             print(f"[benchmark_iwslt] repetition {r + 1}: {name} {rate:.0f} words/s", file=sys.stderr, flush=True)
     import torch
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
-                if line.startswith("model name")), "unknown CPU") if os.path.exists("/proc/cpuinfo") else "unknown CPU"
-    print(f"# {cpu}, {args.threads} threads, torch {torch.__version__}, commit {commit()}; IWSLT'15 En-Vi "
+    from fairseq_luong.recipes.machine import describe_cpu
+
+    kernels = torch.backends.cpu.get_cpu_capability()
+    print(f"# {describe_cpu()}, {args.threads} threads, torch {torch.__version__} (kernels {kernels}), "
+          f"commit {commit()}; IWSLT'15 En-Vi "
           f"(run.sh's options: 2 x 512, --max-tokens 4000, --amp); {args.updates} timed updates after "
           f"{args.warmup}, {args.repeats} alternating repetitions"
           + (f"; @before: {args.before} (commit {git_commit(args.before)})" if args.before else ""))
