@@ -156,6 +156,7 @@ def test_the_speed_benchmark_runs_the_recipes_options_side_by_side(rehearsal):
     assert [r[0][2:] for r in rows] == ["luong_global_general", "lstm"]
     assert rows[1][2] == "1.00" and float(rows[0][1]) > 0 and float(rows[0][2]) > 0
     assert "IWSLT'15 En-Vi (run.sh's options: 2 x 512" in proc.stdout
+    assert proc.stdout.startswith(f"# {machine.describe_cpu()}, 1 thread, torch {torch.__version__} (kernels ")
 
 
 def test_publish_copies_every_translation_anyone_can_rescore_and_the_table(rehearsal, tmp_path):
