@@ -120,7 +120,8 @@ def main(argv=None):
     from fairseq_luong.recipes.machine import describe_cpu
 
     kernels = torch.backends.cpu.get_cpu_capability()
-    print(f"# {describe_cpu()}, {args.threads} thread{'s' if args.threads != 1 else ''}, torch {torch.__version__} (kernels {kernels}), "
+    threads = f"{args.threads} thread{'s' if args.threads != 1 else ''}"
+    print(f"# {describe_cpu()}, {threads}, torch {torch.__version__} (kernels {kernels}), "
           f"commit {commit()}; IWSLT'15 En-Vi "
           f"(run.sh's options: 2 x 512, --max-tokens 4000, --amp); {args.updates} timed updates after "
           f"{args.warmup}, {args.repeats} alternating repetitions"
