@@ -58,7 +58,11 @@ def test_describe_names_this_cpu_and_torch():
     line = machine.describe("cpu")
     kernels = torch.backends.cpu.get_cpu_capability()
     assert line == (f"{machine.describe_cpu()}; torch {torch.__version__} (kernels {kernels}, "
-                    f"{torch.get_num_threads()} thread{'s' if torch.get_num_threads() != 1 else ''})")
+                    f"{machine.count(torch.get_num_threads(), 'thread')})")
+
+
+def test_count_is_plural_except_for_one():
+    assert [machine.count(n, "thread") for n in (0, 1, 2, 16)] == ["0 threads", "1 thread", "2 threads", "16 threads"]
 
 
 def test_the_command_line_prints_one_line_and_refuses_a_missing_gpu():

@@ -85,7 +85,12 @@ def describe_cpu(info=None, cores=None):
     numbers = [f"family {info['family']} model {info['model']}"] if None not in (info["family"], info["model"]) else []
     numbers += [generation(info)] if generation(info) else []
     where = f" ({', '.join(numbers)})" if numbers else ""
-    return f"{info['name'] or 'unknown CPU'}{where}, {cpu_kind(info['flags'])}, {cores} core{'s' if cores != 1 else ''}"
+    return f"{info['name'] or 'unknown CPU'}{where}, {cpu_kind(info['flags'])}, {count(cores, 'core')}"
+
+
+def count(n, noun):
+    """'1 thread', '2 threads': N and NOUN, plural where N is not 1 (the headers that name a machine)."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def describe(device="cpu"):
@@ -101,7 +106,7 @@ def describe(device="cpu"):
     onednn = os.environ.get("ONEDNN_MAX_CPU_ISA")
     threads = torch.get_num_threads()
     cpu = (f"{describe_cpu()}; torch {torch.__version__} (kernels {kernels}"
-           f"{f', ONEDNN_MAX_CPU_ISA={onednn}' if onednn else ''}, {threads} thread{'s' if threads != 1 else ''})")
+           f"{f', ONEDNN_MAX_CPU_ISA={onednn}' if onednn else ''}, {count(threads, 'thread')})")
     if device == "cuda":
         if not torch.cuda.is_available():
             raise SystemExit("machine.py: error: --device cuda: torch sees no CUDA device here")

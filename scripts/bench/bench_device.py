@@ -63,11 +63,11 @@ class DeviceClock:
 
         if self.device == "cuda":
             return torch.cuda.get_device_name(0)
-        from fairseq_luong.recipes.machine import describe_cpu
+        from fairseq_luong.recipes.machine import count, describe_cpu
 
         n = threads or torch.get_num_threads()
         # the CPU itself: "CPU, 2 threads" alone said nothing of which (its kind decides bf16's speed)
-        return (f"CPU, {n} thread{'s' if n != 1 else ''} of {describe_cpu()} "
+        return (f"CPU, {count(n, 'thread')} of {describe_cpu()} "
                 f"(torch kernels {torch.backends.cpu.get_cpu_capability()})")
 
 

@@ -117,11 +117,10 @@ def main(argv=None):
             print(f"[benchmark_iwslt] repetition {r + 1}: {name} {rate:.0f} words/s", file=sys.stderr, flush=True)
     import torch
 
-    from fairseq_luong.recipes.machine import describe_cpu
+    from fairseq_luong.recipes.machine import count, describe_cpu
 
     kernels = torch.backends.cpu.get_cpu_capability()
-    threads = f"{args.threads} thread{'s' if args.threads != 1 else ''}"
-    print(f"# {describe_cpu()}, {threads}, torch {torch.__version__} (kernels {kernels}), "
+    print(f"# {describe_cpu()}, {count(args.threads, 'thread')}, torch {torch.__version__} (kernels {kernels}), "
           f"commit {commit()}; IWSLT'15 En-Vi "
           f"(run.sh's options: 2 x 512, --max-tokens 4000, --amp); {args.updates} timed updates after "
           f"{args.warmup}, {args.repeats} alternating repetitions"
