@@ -1,6 +1,6 @@
 """--lr-scheduler reduce_lr_on_plateau_until_flat (fairseq_luong/optim): fairseq's plateau
-schedule that stops once the rate has been reduced --min-shrinks times and the validation
-metric fell by less than --flat-below over the last --flat-epochs epochs; through fairseq-train
+schedule that stops once the last --flat-epochs epochs trained after --min-shrinks reductions
+of the rate and the validation metric fell by less than --flat-below over them; through fairseq-train
 in this process, on the number corpus. --lr-threshold 0.5: every epoch after the first is a
 bad one, so the rate is halved after epochs 2, 3, 4, ..."""
 import math
@@ -35,14 +35,20 @@ def test_the_fall_over_the_last_epochs():
     assert fall([20.0, 25.0, 26.0], 2, maximize=True) == pytest.approx(6.0)  # a metric to maximise (BLEU) rose
 
 
-@pytest.mark.parametrize("min_shrinks,stops_after", [(2, 3), (3, 4)])
-def test_it_stops_at_the_first_flat_epoch_after_enough_reductions(data_bin, tmp_path, one_thread, min_shrinks,
-                                                                  stops_after):
-    """--flat-below 100 bits: every two epochs are flat, so the training stops as soon as the
-    rate has been halved --min-shrinks times (after epoch 1 + min_shrinks), rate 0."""
-    log = train(data_bin, tmp_path, "--min-shrinks", str(min_shrinks), "--flat-below", "100", "--max-epoch", "8")
-    assert [e for e, _ in trained_epochs(log)] == list(range(1, stops_after + 1))
-    assert f"converged after epoch {stops_after}: the rate was reduced {min_shrinks} times" in log
+@pytest.mark.parametrize("min_shrinks,flat_epochs,stops_after", [(2, 2, 5), (3, 2, 6), (2, 1, 4)])
+def test_it_stops_once_the_flat_epochs_trained_after_enough_reductions(data_bin, tmp_path, one_thread, min_shrinks,
+                                                                       flat_epochs, stops_after):
+    """--flat-below 100 bits: every two epochs are flat. The rate is halved --min-shrinks times
+    by the step after epoch 1 + min_shrinks; the training then trains --flat-epochs epochs at
+    the rates after it, and stops (rate 0) after epoch 1 + min_shrinks + flat_epochs: never at
+    the step of the last halving, before the halved rate has trained an epoch."""
+    log = train(data_bin, tmp_path, "--min-shrinks", str(min_shrinks), "--flat-below", "100", "--max-epoch", "8",
+                "--flat-epochs", str(flat_epochs))
+    epochs = trained_epochs(log)
+    assert [e for e, _ in epochs] == list(range(1, stops_after + 1))
+    halved = [e for (e, r), (_, before) in zip(epochs[1:], epochs) if r < before]  # epochs at a newly halved rate
+    assert halved[min_shrinks - 1] == stops_after - flat_epochs + 1  # the last flat_epochs after min_shrinks halvings
+    assert f"converged after epoch {stops_after}: the rate was reduced {stops_after - 1} times" in log
     assert "current learning rate (0.0) is smaller than or equal to minimum learning rate" in log
 
 
@@ -61,8 +67,8 @@ def test_stopped_and_resumed_it_stops_where_the_uninterrupted_training_stops(dat
     whole = trained_epochs(train(data_bin, tmp_path / "whole", *flags, "--max-epoch", "8"))
     first = trained_epochs(train(data_bin, tmp_path / "stopped", *flags, "--max-epoch", "2"))
     rest = train(data_bin, tmp_path / "stopped", *flags, "--max-epoch", "8")
-    assert first + trained_epochs(rest) == whole and len(whole) == 4
-    assert "converged after epoch 4" in rest
+    assert first + trained_epochs(rest) == whole and len(whole) == 6
+    assert "converged after epoch 6" in rest
     again = train(data_bin, tmp_path / "stopped", *flags, "--max-epoch", "8")
     assert trained_epochs(again) == []
 

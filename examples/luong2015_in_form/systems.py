@@ -22,9 +22,9 @@ from fairseq_luong.protocols import bahdanau2014, luong2015, oka2022
 # falling (local-p seed 1: 15.26 -> 14.93 in its last epoch). So, for every system of every
 # row alike, the rate (SGD's 1.0; RNNsearch: Adadelta's 1.0) is halved after each epoch whose
 # validation loss is not below the best so far by HALVE_BELOW of it (fairseq's
-# reduce_lr_on_plateau, patience 0), and training stops once the rate has been halved at least
-# HALVINGS times AND the curve is flat: validation perplexity fell by less than FLAT_PERCENT over
-# the last two epochs (fairseq_luong's reduce_lr_on_plateau_until_flat, on the validation nll in
+# reduce_lr_on_plateau, patience 0), and training stops once the curve is flat at the final
+# rates: validation perplexity fell by less than FLAT_PERCENT over the last two epochs, both
+# trained after the HALVINGS-th halving or later (fairseq_luong's reduce_lr_on_plateau_until_flat, on the validation nll in
 # bits a token; the halving decisions are those of the loss it replaced, a fixed multiple of it);
 # or after MAX_EPOCHS epochs. The model evaluated is the one of the best validation loss
 # (checkpoint_best.pt). The paper halves 5 times (to 1/32); here at least 7 (to 1/128): a Multi30k

@@ -10,10 +10,13 @@ validation perplexity still falling 1.28 % over its last two epochs.
 
 This scheduler is the same schedule (it is ``reduce_lr_on_plateau``, and resumes as it does:
 ``fairseq_patches/plateau_resume.py``) with one more stop: after an epoch's step, once the
-rate has been reduced at least ``--min-shrinks`` times **and** the validation metric fell by
-less than ``--flat-below`` over the last ``--flat-epochs`` epochs, the rate is set to 0 and
-fairseq's ``--stop-min-lr 0`` ends the training (required: without it fairseq would go on at
-rate 0). ``--max-epoch`` still caps it. With ``--best-checkpoint-metric nll_loss`` (bits a
+last ``--flat-epochs`` epochs were all trained at a rate already reduced at least
+``--min-shrinks`` times **and** the validation metric fell by less than ``--flat-below`` over
+them, the rate is set to 0 and fairseq's ``--stop-min-lr 0`` ends the training (required:
+without it fairseq would go on at rate 0). Only epochs trained at the final rates count: a
+noisy epoch that halves the rate early cannot stop the training at the step of its last
+halving, before the new rate has trained a single epoch (the IWSLT'15 recipe's (a) once
+stopped so after 13 epochs: examples/iwslt15_en_vi/README.md). ``--max-epoch`` still caps it. With ``--best-checkpoint-metric nll_loss`` (bits a
 token) a fall below log2(100 / 99) = 0.0145 is a perplexity that fell by less than 1 %.
 
 The history of validation values, the count of reductions and whether it has converged are
@@ -37,7 +40,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class UntilFlatConfig(ReduceLROnPlateauLRScheduleConfig):
     min_shrinks: int = field(default=7, metadata={
-        "help": "stop no earlier than after this many reductions of the rate"})
+        "help": "stop only once the last --flat-epochs epochs trained after this many reductions of the rate"})
     flat_below: float = field(default=0.0145, metadata={
         "help": "then stop once the validation metric fell by less than this over the last --flat-epochs "
                 "epochs (its units; 0.0145 bits of nll_loss: perplexity fell by less than 1 %%)"})
@@ -66,6 +69,7 @@ class ReduceLROnPlateauUntilFlat(ReduceLROnPlateauLRSchedule):
         super().__init__(cfg, optimizer)
         self.history = []  # the validation metric after each epoch
         self.shrinks = 0
+        self.at_final = 0  # epochs trained at a rate reduced at least --min-shrinks times
         self.converged = False
 
     def step(self, epoch, val_loss=None):
@@ -76,14 +80,15 @@ class ReduceLROnPlateauUntilFlat(ReduceLROnPlateauLRSchedule):
         lr = super().step(epoch, val_loss)
         if val_loss is None or not self.warmup_end:
             return lr
+        self.at_final += self.shrinks >= self.cfg.min_shrinks  # the epoch just trained, at the rate before this step
         self.shrinks += lr < before
         self.history.append(float(val_loss))
         fell = fall(self.history, self.cfg.flat_epochs, self.cfg.maximize_best_checkpoint_metric)
-        if self.shrinks >= self.cfg.min_shrinks and fell is not None and fell < self.cfg.flat_below:
+        if self.at_final >= self.cfg.flat_epochs and fell is not None and fell < self.cfg.flat_below:
             logger.info(f"converged after epoch {epoch}: the rate was reduced {self.shrinks} times and the validation "
                         f"{self.cfg.best_checkpoint_metric} improved by {fell:.4f} over the last "
-                        f"{self.cfg.flat_epochs} epochs (--flat-below {self.cfg.flat_below:g}): the rate is set to 0 "
-                        f"and training stops")
+                        f"{self.cfg.flat_epochs} epochs, trained after at least {self.cfg.min_shrinks} reductions "
+                        f"(--flat-below {self.cfg.flat_below:g}): the rate is set to 0 and training stops")
             self.converged = True
             self.optimizer.set_lr(0.0)
             return 0.0
@@ -91,7 +96,8 @@ class ReduceLROnPlateauUntilFlat(ReduceLROnPlateauLRSchedule):
 
     def state_dict(self):
         state = super().state_dict()
-        state["until_flat"] = {"history": list(self.history), "shrinks": self.shrinks, "converged": self.converged}
+        state["until_flat"] = {"history": list(self.history), "shrinks": self.shrinks, "at_final": self.at_final,
+                               "converged": self.converged}
         return state
 
     def load_state_dict(self, state_dict):
@@ -99,3 +105,6 @@ class ReduceLROnPlateauUntilFlat(ReduceLROnPlateauLRSchedule):
         mine = state_dict.get("until_flat")
         if mine is not None:
             self.history, self.shrinks, self.converged = list(mine["history"]), mine["shrinks"], mine["converged"]
+            # a state saved before at_final was counted: none of its epochs counts (the stop waits for
+            # --flat-epochs more epochs at the final rates, never fewer)
+            self.at_final = mine.get("at_final", 0)

@@ -43,8 +43,9 @@ def recipe_options(name):
     options = proc.stdout.splitlines()
     # the training's own length and budget are not the benchmark's
     for flag in ("--max-epoch", "--stop-time-hours"):
-        i = options.index(flag)
-        del options[i:i + 2]
+        if flag in options:
+            i = options.index(flag)
+            del options[i:i + 2]
     return options
 
 
