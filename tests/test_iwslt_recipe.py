@@ -144,17 +144,25 @@ def test_an_unknown_system_and_a_bad_option_stop_before_any_work(tmp_path):
 
 def test_the_speed_benchmark_runs_the_recipes_options_side_by_side(rehearsal):
     """scripts/bench/benchmark_iwslt.py on the rehearsal's data: one timed update each, a row per
-    system with its ratio to lstm (lstm's own: 1.00)."""
+    system with its ratio to lstm (lstm's own: 1.00); then beam search at two beams, a row per
+    system and beam, every system decoding hypotheses of the same length."""
     _, work, _ = rehearsal
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench" / "benchmark_iwslt.py"), str(work),
-                           "--updates", "1", "--warmup", "1", "--repeats", "1", "--threads", "1"],
+                           "--updates", "1", "--warmup", "1", "--repeats", "1", "--threads", "1",
+                           "--beams", "2", "3", "--shards", "2"],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split(" | ") for line in proc.stdout.splitlines() if line.startswith("| luong") or
+    train_table, beam_table = proc.stdout.split("\nBeam search: ")
+    rows = [line.split(" | ") for line in train_table.splitlines() if line.startswith("| luong") or
             line.startswith("| lstm")]
     assert [r[0][2:] for r in rows] == ["luong_global_general", "lstm"]
     assert rows[1][2] == "1.00" and float(rows[0][1]) > 0 and float(rows[0][2]) > 0
+    beams = [line.split(" | ") for line in beam_table.splitlines() if line.startswith("| l")]
+    assert [(r[0][2:], r[1]) for r in beams] == [("luong_global_general", "2"), ("lstm", "2"),
+                                                  ("luong_global_general", "3"), ("lstm", "3")]
+    assert all(float(r[2]) > 0 for r in beams) and beams[1][3] == beams[3][3] == "1.00"
+    assert beams[0][5] == beams[1][5] and beams[2][5] == beams[3][5]  # the same tokens a hypothesis
     assert "IWSLT'15 En-Vi (run.sh's options: 2 x 512" in proc.stdout
     assert proc.stdout.startswith(f"# {machine.describe_cpu()}, 1 thread, torch {torch.__version__} (kernels ")
 

@@ -290,14 +290,16 @@ json_field() { python -c "import json,sys; print(json.load(open(sys.argv[1]))[sy
 
 # choose NAME: WORK/systems/NAME/choice.json, the model, beam and length penalty with the best
 # tokenised BLEU on tst2012: the model at the first beam and length penalty 1.0, then the beam
-# and length penalty for that model; --replace-unk is a row of its own
+# and length penalty for that model; --replace-unk is a row of its own. Every candidate tried,
+# with its BLEU, is listed in it (candidates), so that anyone can check the choice
 choose() {
-  local name="$1" dir="$WORK/systems/$1" line which paths bleu
+  local name="$1" dir="$WORK/systems/$1" line which paths bleu tried=()
   local best_which="" best_paths="" best=-1 first_beam; first_beam="$(echo $BEAMS | cut -d' ' -f1)"
   while IFS= read -r line; do
     which="${line%%=*}" paths="${line#*=}"
     bleu="$(run_translation "$name" "$which" "$paths" valid "$first_beam" 1.0 0)"
     say "$name: tst2012, model $which, beam $first_beam, lenpen 1.0: BLEU $bleu"
+    tried+=("$which	$first_beam	1.0	$bleu")
     if better "$bleu" "$best"; then best="$bleu" best_which="$which" best_paths="$paths"; fi
   done < <(model_paths "$name")
   local beam lp best_beam="$first_beam" best_lp=1.0
@@ -307,11 +309,17 @@ choose() {
       [[ -n "$best_paths" ]] || die "$name: no candidate model"
       bleu="$(run_translation "$name" "$best_which" "$best_paths" valid "$beam" "$lp" 0)"
       say "$name: tst2012, model $best_which, beam $beam, lenpen $lp: BLEU $bleu"
+      tried+=("$best_which	$beam	$lp	$bleu")
       if better "$bleu" "$best"; then best="$bleu" best_beam="$beam" best_lp="$lp"; fi
     done
   done
-  python -c "import json,sys; json.dump(dict(model=sys.argv[1], model_path=sys.argv[2], beam=int(sys.argv[3]), \
-lenpen=sys.argv[4], tst2012_bleu=float(sys.argv[5])), open(sys.argv[6], 'w'), indent=1)" \
+  printf '%s\n' "${tried[@]}" | python -c "
+import json, sys
+tried = [dict(zip(('model', 'beam', 'lenpen', 'tst2012_bleu'), l.rstrip('\n').split('\t'))) for l in sys.stdin]
+for t in tried:
+    t['beam'], t['tst2012_bleu'] = int(t['beam']), float(t['tst2012_bleu'])
+json.dump(dict(model=sys.argv[1], model_path=sys.argv[2], beam=int(sys.argv[3]), lenpen=sys.argv[4],
+               tst2012_bleu=float(sys.argv[5]), candidates=tried), open(sys.argv[6], 'w'), indent=1)" \
     "$best_which" "$best_paths" "$best_beam" "$best_lp" "$best" "$dir/choice.json"
   say "$name: chosen on tst2012: model $best_which, beam $best_beam, lenpen $best_lp (BLEU $best)"
 }

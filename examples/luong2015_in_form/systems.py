@@ -16,22 +16,22 @@ from fairseq_luong.protocols import bahdanau2014, luong2015, oka2022
 # The protocol (Luong et al. 2015, section 4.1: fairseq_luong/protocols/luong2015.py) at
 # small scale, trained to convergence. What differs from the paper's, and why:
 #
-# The schedule. The paper trains 10 epochs (12 with dropout) and halves the rate every epoch
-# after the 5th (8th): 10 epochs of WMT'14's 4.5M pairs. 10 epochs of Multi30k's 29K are 2,270
-# updates, and the study of commit 5d3782f stopped there with validation perplexity still
-# falling (local-p seed 1: 15.26 -> 14.93 in its last epoch). So, for every system of every
-# row alike, the rate (SGD's 1.0; RNNsearch: Adadelta's 1.0) is halved after each epoch whose
-# validation loss is not below the best so far by HALVE_BELOW of it (fairseq's
-# reduce_lr_on_plateau, patience 0), and training stops once the curve is flat at the final
-# rates: validation perplexity fell by less than FLAT_PERCENT over the last two epochs, both
-# trained after the HALVINGS-th halving or later (fairseq_luong's reduce_lr_on_plateau_until_flat, on the validation nll in
-# bits a token; the halving decisions are those of the loss it replaced, a fixed multiple of it);
-# or after MAX_EPOCHS epochs. The model evaluated is the one of the best validation loss
+# The schedule. The paper trains 10 epochs (12 with dropout) and halves the rate every epoch after
+# the 5th (8th): 10 epochs of WMT'14's 4.5M pairs. 10 epochs of Multi30k's 29K are 2,270 updates,
+# and the study of commit 5d3782f stopped there with validation perplexity still falling (local-p
+# seed 1: 15.26 -> 14.93 in its last epoch). So, for every system of every row alike, the rate
+# (SGD's 1.0; RNNsearch: Adadelta's 1.0) is halved after each epoch whose validation loss is not
+# below the best so far by HALVE_BELOW of it (fairseq's reduce_lr_on_plateau, patience 0), and
+# training stops once the curve is flat at the final rates: validation perplexity fell by less
+# than FLAT_PERCENT over the last two epochs, both trained after the HALVINGS-th halving or later
+# (fairseq_luong's reduce_lr_on_plateau_until_flat, on the validation nll in bits a token; the
+# halving decisions are those of the loss it replaced, a fixed multiple of it); or after
+# MAX_EPOCHS epochs. The model evaluated is the one of the best validation loss
 # (checkpoint_best.pt). The paper halves 5 times (to 1/32); here at least 7 (to 1/128): a Multi30k
 # local-p pilot at 2 x 128 still gained 1.6 % of perplexity an epoch at 1/8. Commit 2711d78
-# stopped at exactly 7 halvings, and Multi30k's global (location) model ended there still
-# falling 1.28 % over its last two epochs: the flat curve is now the stopping rule, not only
-# what the report checks.
+# stopped at exactly 7 halvings, and Multi30k's global (location) model ended there still falling
+# 1.28 % over its last two epochs: the flat curve is now the stopping rule, not only what the
+# report checks.
 HALVE_BELOW = 0.01  # of the validation loss (bits): 1.6 % of perplexity at a perplexity of 5
 HALVINGS = 7
 FLAT_PERCENT = 1.0  # a learning curve ends flat: validation perplexity fell by less than this over its last two epochs

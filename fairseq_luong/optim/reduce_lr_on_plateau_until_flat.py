@@ -16,8 +16,9 @@ them, the rate is set to 0 and fairseq's ``--stop-min-lr 0`` ends the training (
 without it fairseq would go on at rate 0). Only epochs trained at the final rates count: a
 noisy epoch that halves the rate early cannot stop the training at the step of its last
 halving, before the new rate has trained a single epoch (the IWSLT'15 recipe's (a) once
-stopped so after 13 epochs: examples/iwslt15_en_vi/README.md). ``--max-epoch`` still caps it. With ``--best-checkpoint-metric nll_loss`` (bits a
-token) a fall below log2(100 / 99) = 0.0145 is a perplexity that fell by less than 1 %.
+stopped so after 13 epochs: examples/iwslt15_en_vi/README.md). ``--max-epoch`` still caps it.
+With ``--best-checkpoint-metric nll_loss`` (bits a token) a fall below log2(100 / 99) = 0.0145
+is a perplexity that fell by less than 1 %.
 
 The history of validation values, the count of reductions and whether it has converged are
 saved with the scheduler's state, so a training stopped and resumed stops where it would have.

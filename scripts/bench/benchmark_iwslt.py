@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Training speed at the IWSLT'15 En-Vi recipe's shapes, end to end, against fairseq's ``lstm``.
+"""Training and beam-search speed at the IWSLT'15 En-Vi recipe's shapes, end to end, against
+fairseq's ``lstm``.
 
   python scripts/bench/benchmark_iwslt.py WORK [--systems luong_global_general lstm] [--updates 60]
-         [--warmup 10] [--repeats 2] [--threads 2] [--before PATH]
+         [--warmup 10] [--repeats 2] [--threads 2] [--before PATH] [--beams 5 10] [--shards 4]
 
 WORK is the recipe's work folder after ``examples/iwslt15_en_vi/run.sh --work-dir WORK prepare``
 (its ``data-bin``: the anchors' vocabularies, 17,188 English and 7,706 Vietnamese words, pairs of
@@ -14,20 +15,31 @@ table gives each system's target words per second (fairseq-train's own ``wpb`` a
 the timed updates: their words over their time), its ratio to ``lstm`` in the same repetition
 (median and range), and the process's peak resident memory. ``--before PATH`` also runs each of
 our systems with the plugin of the checkout at PATH (a ``git worktree`` of the commit before a
-change) as NAME@before, with the same options, in the same alternation. It is a benchmark, not a
-test: run it with nothing else on the machine.
+change) as NAME@before, with the same options, in the same alternation.
+
+Beam search (``--beams``; ``--beams`` with no value: none): each system's model after one update
+(saved once per system) translates a ``1/--shards`` share of tst2012 (fairseq-generate
+``--num-shards``, shard 0) at each beam, with the recipe's ``--batch-size 64``, in a fresh
+process, the systems alternating ``--repeats`` times. A model one update old never chooses the
+end of a sentence, so every hypothesis runs to its length limit, here ``--max-len-a 1.2
+--max-len-b 1`` (tst2012 has 1.23 Vietnamese tokens an English one): every system decodes the
+same number of steps, near the references' length. The table gives fairseq-generate's own
+sentences per second (its generation time, not its start), the ratio to ``lstm``, and the tokens
+a hypothesis (equal when the lengths are). It is a benchmark, not a test: run it with nothing
+else on the machine.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 
+from bench_device import commit, git_commit
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(REPO, "examples", "iwslt15_en_vi", "run.sh")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_device import commit, git_commit  # noqa: E402
 
 # fairseq-train in this interpreter, its peak resident memory printed at exit
 TRAIN = ("import atexit, resource, sys; atexit.register(lambda: print('PEAK_KB', "
@@ -79,6 +91,44 @@ def train_once(work, name, options, warmup, updates, threads, save, plugin=REPO)
     return words / seconds, peak
 
 
+def fairseq(plugin, threads, module, args):
+    """fairseq's command ``module`` (fairseq_cli.train, .generate) in a fresh process with the
+    plugin of the checkout at ``plugin``: its stdout and stderr."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore")
+    code = f"import sys; from {module} import cli_main; sys.argv = ['fairseq'] + sys.argv[1:]; cli_main()"
+    proc = subprocess.run([sys.executable, "-c", code, *args, "--user-dir", os.path.join(plugin, "fairseq_luong")],
+                          capture_output=True, text=True, env=env, cwd=plugin)  # cwd: see train_once
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark_iwslt.py: {module} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout + proc.stderr
+
+
+def one_update_model(work, name, options, threads, save, plugin=REPO):
+    """NAME's model after one update of the recipe's training, saved as save/checkpoint_last.pt."""
+    os.makedirs(save, exist_ok=True)
+    fairseq(plugin, threads, "fairseq_cli.train",
+            [os.path.join(work, "data-bin"), *options, "--max-update", "1", "--disable-validation",
+             "--no-epoch-checkpoints", "--save-dir", save, "--num-workers", "0", "--no-progress-bar"])
+    return os.path.join(save, "checkpoint_last.pt")
+
+
+GENERATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in [\d.]+s \(([\d.]+) sentences/s")
+
+
+def beam_once(work, model, beam, shards, threads, plugin=REPO):
+    """tst2012's shard 0 of ``shards`` translated by ``model`` at ``beam``: fairseq-generate's
+    sentences per second and the tokens a hypothesis."""
+    out = fairseq(plugin, threads, "fairseq_cli.generate",
+                  [os.path.join(work, "data-bin"), "--path", model, "--gen-subset", "valid", "--beam", str(beam),
+                   "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "1", "--num-shards", str(shards),
+                   "--shard-id", "0", "--num-workers", "0", "--quiet", "--no-progress-bar"])
+    found = GENERATED.search(out)
+    if not found:
+        raise SystemExit(f"benchmark_iwslt.py: no 'Translated ...' line from fairseq-generate:\n{out[-2000:]}")
+    sentences, tokens, rate = (float(g.replace(",", "")) for g in found.groups())
+    return rate, tokens / sentences
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -90,6 +140,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--before", metavar="PATH", help="also our systems with the plugin of the checkout "
                         "at PATH, as NAME@before")
+    parser.add_argument("--beams", nargs="*", type=int, default=[5, 10],
+                        help="beam sizes timed on tst2012 (default: %(default)s; none: no beam search)")
+    parser.add_argument("--shards", type=int, default=4, help="translate 1/SHARDS of tst2012 (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.before and not os.path.isfile(os.path.join(args.before, "fairseq_luong", "__init__.py")):
         parser.error(f"--before {args.before}: no fairseq_luong/ there")
@@ -98,9 +151,9 @@ def main(argv=None):
                      f"{args.work} prepare first")
     if "lstm" not in args.systems:
         parser.error("--systems: add lstm, the reference the ratios are measured against in the same run")
-    for n in (args.updates, args.warmup, args.repeats, args.threads):
+    for n in (args.updates, args.warmup, args.repeats, args.threads, args.shards, *args.beams):
         if n < 1:
-            parser.error("--updates, --warmup, --repeats and --threads: give 1 or more")
+            parser.error("--updates, --warmup, --repeats, --threads, --shards and --beams: give 1 or more")
     options = {name: recipe_options(name) for name in args.systems}
     runs = list(args.systems)  # the rows: NAME, and NAME@before for our systems with --before
     if args.before:
@@ -116,6 +169,24 @@ def main(argv=None):
             rates[name].append(rate)
             peaks[name].append(peak)
             print(f"[benchmark_iwslt] repetition {r + 1}: {name} {rate:.0f} words/s", file=sys.stderr, flush=True)
+    beam_rates = {(n, b): [] for n in runs for b in args.beams}
+    lengths = {(n, b): [] for n in runs for b in args.beams}
+    if args.beams:
+        models = {}
+        for name in runs:
+            system, at_before = name.split("@")[0], name.endswith("@before")
+            models[name] = one_update_model(args.work, system, options[system], args.threads,
+                                            os.path.join(save, name.replace("@", "_")),
+                                            plugin=args.before if at_before else REPO)
+        for r in range(args.repeats):
+            for beam in args.beams:
+                for name in runs:
+                    rate, length = beam_once(args.work, models[name], beam, args.shards, args.threads,
+                                             plugin=args.before if name.endswith("@before") else REPO)
+                    beam_rates[name, beam].append(rate)
+                    lengths[name, beam].append(length)
+                    print(f"[benchmark_iwslt] repetition {r + 1}: {name} beam {beam} {rate:.2f} sentences/s",
+                          file=sys.stderr, flush=True)
     import torch
 
     from fairseq_luong.recipes.machine import count, describe_cpu
@@ -132,6 +203,17 @@ def main(argv=None):
         ratios = [a / b for a, b in zip(rates[name], rates["lstm"])]
         print(f"| {name} | {statistics.median(rates[name]):.0f} | {statistics.median(ratios):.2f} | "
               f"{min(ratios):.2f}-{max(ratios):.2f} | {max(p or 0 for p in peaks[name]):.0f} |")
+    if args.beams:
+        print(f"\nBeam search: 1/{args.shards} of tst2012, --batch-size 64, every hypothesis to its length limit "
+              f"(--max-len-a 1.2 --max-len-b 1), fairseq-generate's sentences/s")
+        print("| system | beam | sentences/s (median) | ratio to lstm | ratio range | tokens a hypothesis |")
+        print("|---|---|---|---|---|---|")
+        for beam in args.beams:
+            for name in runs:
+                ratios = [a / b for a, b in zip(beam_rates[name, beam], beam_rates["lstm", beam])]
+                print(f"| {name} | {beam} | {statistics.median(beam_rates[name, beam]):.2f} | "
+                      f"{statistics.median(ratios):.2f} | {min(ratios):.2f}-{max(ratios):.2f} | "
+                      f"{statistics.median(lengths[name, beam]):.1f} |")
     return 0
 
 
