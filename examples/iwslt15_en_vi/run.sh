@@ -49,6 +49,9 @@
 #                     checkpoint, as if it had had N from the start
 #   --hours H         also stop a training after H hours of fairseq-train's clock (default: none,
 #                     so that a slower machine does not shorten one system's budget)
+#   --precision P     float32 (default: the paper's, and on a CPU without bf16 arithmetic 2.7x
+#                     as fast as amp) or amp (bfloat16 autocast, float32 weights: for a GPU or
+#                     a CPU with AMX or AVX512-BF16)
 #   --units N         embedding and hidden size (default: 512, the anchors')
 #   --averages "A B"  candidates for the final model: the average of the last A epochs' weights
 #                     (1: the last epoch's) or "best" (checkpoint_best.pt) (default: "best 1 3 5")
@@ -68,16 +71,18 @@ REPO="$(cd "$HERE/../.." && pwd)"
 RECIPE=iwslt15
 
 DATA="$REPO/../shared/data/iwslt15_en_vi" WORK="$REPO/runs/iwslt15_en_vi"
-SYSTEMS="luong_global_general lstm" HOURS="" MAX_EPOCH=20 UNITS=512 SEED=1 HEATMAP_LINE=7 RESULTS="$HERE/results"
+SYSTEMS="luong_global_general lstm" HOURS="" PRECISION=float32 MAX_EPOCH=20 UNITS=512 SEED=1 HEATMAP_LINE=7 RESULTS="$HERE/results"
 AVERAGES="best 1 3 5" BEAMS="5 10" LENPENS="0.6 1.0 1.4"
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }  # the header comment
 source "$REPO/examples/common/recipe.sh"
-declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--systems]=SYSTEMS [--hours]=HOURS
+declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--systems]=SYSTEMS [--hours]=HOURS [--precision]=PRECISION
                  [--max-epoch]=MAX_EPOCH [--units]=UNITS [--averages]=AVERAGES [--beams]=BEAMS
                  [--lenpens]=LENPENS [--seed]=SEED [--heatmap-line]=HEATMAP_LINE [--results]=RESULTS)
 parse_options "$@"
 set -- "${POS[@]+"${POS[@]}"}"
 [[ -z "$HOURS" ]] || check_number --hours "$HOURS" positive "a wall-clock limit of each training in hours"
+[[ "$PRECISION" == float32 || "$PRECISION" == amp ]] \
+  || { echo "run.sh: --precision $PRECISION: give float32 or amp (bfloat16 autocast)" >&2; exit 2; }
 check_number --max-epoch "$MAX_EPOCH" count "the most epochs a system trains"
 check_number --units "$UNITS" count "the embedding and hidden size"
 check_number --seed "$SEED" integer "the random seed"
@@ -132,13 +137,14 @@ for s in $SYSTEMS; do check_system "$s"; done  # an unknown --systems name stops
 # the best so far (fairseq's reduce_lr_on_plateau, patience 0), and the same budget for all:
 # --max-epoch epochs, no early stop (one noisy epoch once ended one system 7 epochs before
 # another); the final model (an average of the last epochs, or the best) is chosen on tst2012;
-# bfloat16 autocast (--amp), float32 weights
+# float32 (--precision amp: bfloat16 autocast, float32 weights)
 TRAIN=(--dropout 0.3 --criterion fused_label_smoothed_cross_entropy --label-smoothing 0.1
        --optimizer adam --adam-betas "(0.9, 0.98)" --lr 0.001 --clip-norm 1.0
        --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5
-       --best-checkpoint-metric nll_loss --max-tokens 4000 --amp
+       --best-checkpoint-metric nll_loss --max-tokens 4000
        --max-epoch "$MAX_EPOCH" --keep-last-epochs 5 --log-interval 100 --seed "$SEED"
        --skip-invalid-size-inputs-valid-test)
+[[ "$PRECISION" == float32 ]] || TRAIN+=(--amp)
 # --hours: a wall-clock limit only when given
 time_limit() { [[ -z "$HOURS" ]] || echo --stop-time-hours "$HOURS"; }
 

@@ -8,7 +8,7 @@ fairseq's ``lstm``.
 WORK is the recipe's work folder after ``examples/iwslt15_en_vi/run.sh --work-dir WORK prepare``
 (its ``data-bin``: the anchors' vocabularies, 17,188 English and 7,706 Vietnamese words, pairs of
 at most 50 words). Each system trains with exactly the options the recipe gives it
-(``run.sh options NAME``: 2 x 512, bidirectional encoder, ``--max-tokens 4000``, ``--amp``,
+(``run.sh options NAME``: 2 x 512, bidirectional encoder, ``--max-tokens 4000``, float32 or ``--amp``,
 Adam, label smoothing), as ``fairseq-train`` in a fresh process, for ``--warmup`` untimed
 updates and then ``--updates`` timed ones; the systems alternate, ``--repeats`` times. The
 table gives each system's target words per second (fairseq-train's own ``wpb`` and ``wps`` of
@@ -192,9 +192,10 @@ def main(argv=None):
     from fairseq_luong.recipes.machine import count, describe_cpu
 
     kernels = torch.backends.cpu.get_cpu_capability()
+    precision = "--amp" if "--amp" in options["lstm"] else "float32"
     print(f"# {describe_cpu()}, {count(args.threads, 'thread')}, torch {torch.__version__} (kernels {kernels}), "
           f"commit {commit()}; IWSLT'15 En-Vi "
-          f"(run.sh's options: 2 x 512, --max-tokens 4000, --amp); {args.updates} timed updates after "
+          f"(run.sh's options: 2 x 512, --max-tokens 4000, {precision}); {args.updates} timed updates after "
           f"{args.warmup}, {args.repeats} alternating repetitions"
           + (f"; @before: {args.before} (commit {git_commit(args.before)})" if args.before else ""))
     print("| system | train words/s (median) | ratio to lstm | ratio range | peak MB |")
