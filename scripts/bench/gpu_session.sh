@@ -15,21 +15,22 @@
 #                             the speed table alone)
 #
 # 1. Without CUDA (and without --cpu-stand-in) it stops at once: one line, exit status 1.
-# 2. Installs the wheels in .whl/ (scripts/bench/gpu_wheels.sh fills it here; the device call
-#    names .whl in carry) with pip --target into /tmp/site (GPU_SESSION_SITE), when this Python is
-#    the 3.12 they are built for: PYTHONPATH=/tmp/site:REPO, PATH=/tmp/site/bin:PATH (pip --target
-#    writes fairseq-train, fairseq-generate, ... there). The plugin is not installed: fairseq
-#    imports it from --user-dir fairseq_luong. Then checks, one line if not, that it registers
-#    its models, criterions and task with fairseq and that fairseq-train starts.
+# 2. Installs the wheels in .whl/ (scripts/bench/gpu_wheels.sh fills it here; copy .whl/ with the
+#    checkout) with pip --target into /tmp/site (GPU_SESSION_SITE), when this Python is the 3.12
+#    they are built for: PYTHONPATH=/tmp/site:REPO, PATH=/tmp/site/bin:PATH (pip --target writes
+#    fairseq-train, fairseq-generate, ... there); without them, this environment's fairseq. The
+#    plugin is not installed: fairseq imports it from --user-dir fairseq_luong. Then checks, one
+#    line if not, that it registers its models, criterions and task with fairseq and that
+#    fairseq-train starts.
 # 3. Prints the machine (nvidia-smi, Python, torch, CUDA, cuDNN, the commit: .whl/COMMIT's when
 #    the files' digest is the one recorded there, else git's, marked) and runs gpu_check.py: on
 #    the GPU its checks at their defaults and this speed table (6 measurements, each a fresh
 #    process):
 #      --shape paper --sizes 4x1000 --precisions bf16 --repeats 1 --updates 20
 #      --gen-sentences 256 --systems lstm luong_global_general luong_global_general_no_feed
-#    On an NVIDIA H200 (2026-11-28) the install and preflight took 27 s, the checks 300 s and 6
-#    measurements 139 s: about 470 s in all (docs/gpu.md).
-# 4. Writes under $OUT (set by the device tool; else work_dir/gpu_session): gpu_session.log (all
+#    On an NVIDIA H200 (commit e0b734a) the install and preflight took 27 s, the checks 300 s and
+#    6 measurements 139 s: about 470 s in all (docs/gpu.md).
+# 4. Writes under $OUT (default work_dir/gpu_session): gpu_session.log (all
 #    the output), machine.txt, gpu_check.md (the tables), gpu_check.json and
 #    gpu_check_logs.tar.gz (every command's log). Exit status: gpu_check.py's (1: a check
 #    failed; 124: stopped by --budget).
