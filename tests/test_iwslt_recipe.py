@@ -2,8 +2,9 @@
 
 The slice: the first 1,500 training pairs of ../shared/data/iwslt15_en_vi, compressed as the data
 is distributed (train.{en,vi}.xz), and the first 60 / 50 lines of tst2012 / tst2013. Tiny models
-(--units 16), two epochs, two candidate averages, one beam and two length penalties: every step
-runs and every file it writes is checked, not what it learns.
+(--units 16), two epochs, two candidate averages, one beam and two length penalties; a second
+seed of luong_global_general (NAME.s2) and the ensemble of all our systems: every step runs and
+every file it writes is checked, not what it learns.
 """
 import json
 import lzma
@@ -21,8 +22,10 @@ from tests.helpers import REPO
 DATA = REPO.parent / "shared" / "data" / "iwslt15_en_vi"
 RUN = REPO / "examples" / "iwslt15_en_vi" / "run.sh"
 SYSTEMS = ("luong_global_general", "lstm")
+TRAINED = ("luong_global_general", "luong_global_general.s2", "lstm")  # with a second seed
+EVALUATED = (*TRAINED, "ensemble_all")  # and every system of ours together
 OPTIONS = ["--units", "16", "--max-epoch", "2", "--hours", "0.1", "--averages", "best 1 2", "--beams", "2",
-           "--lenpens", "1.0 1.2", "--heatmap-line", "3", "--systems", " ".join(SYSTEMS)]
+           "--lenpens", "1.0 1.2", "--heatmap-line", "3", "--systems", " ".join(EVALUATED)]
 
 pytestmark = pytest.mark.skipif(not (DATA / "train.en.xz").exists(), reason=f"no {DATA}")
 
@@ -111,14 +114,33 @@ def test_the_table_puts_the_systems_beside_the_anchors(rehearsal):
     _, work, proc = rehearsal
     table = (work / "results.md").read_text(encoding="utf-8")
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| system")]
-    assert [r.split(" | ")[0][2:] for r in rows] == ["Luong & Manning 2015 (Stanford)", "TensorFlow NMT tutorial",
-                                                    "Joey NMT iwslt_envi_luong", *SYSTEMS]
-    assert "| 23.2 | 23.8 | 25.5 | 26.1 |" in rows[1] and "| 25.8 | 26.5 |" in rows[2]
-    for row, system in zip(rows[3:], SYSTEMS):
+    names = [r.split(" | ")[0][2:] for r in rows]
+    assert names[:3] == ["Luong & Manning 2015 (Stanford)", "TensorFlow NMT tutorial", "Joey NMT iwslt_envi_luong"]
+    assert "SACT (Lin et al. 2018)" in names and names[-5:] == [*EVALUATED, "luong_global_general, mean of 2 seeds"]
+    assert "| 23.2 | 23.8 | - | 25.5 | 26.1 |" in rows[1] and "| 25.8 | 26.5 |" in rows[2]
+    assert "| 29.12 |" in rows[names.index("SACT (Lin et al. 2018)")]  # as published, not rounded
+    values = {}
+    for row, system in zip(rows[-5:], EVALUATED):
         final = json.loads((work / "systems" / system / "final.json").read_text(encoding="utf-8"))
         beam13 = [r for r in final["rows"] if r["set"] == "tst2013" and r["beam"] == "2" and r["unk"] == "0"][0]
-        assert f"| {float(beam13['bleu']):.2f} |" in row and "| 2 |" in row  # its BLEU, its epochs
+        values[system] = float(beam13["bleu"])
+        assert f"| {values[system]:.2f} |" in row  # its BLEU
+        if system == "ensemble_all":  # our two systems, not lstm; not trained
+            assert final["choice"]["members"] == ["luong_global_general", "luong_global_general.s2"]
+            assert len(final["choice"]["model_path"].split(":")) == 2
+            assert "| - | - | - | - | ensemble of luong_global_general, luong_global_general.s2 " in row
+            continue
+        assert "| 2 epochs, float32 | " in row and "| 2 |" in row  # its protocol, its epochs
         assert f"| {machine.describe_cpu()}; torch {torch.__version__} (kernels " in row  # the machine it ran on
+    seeds = (values["luong_global_general"], values["luong_global_general.s2"])
+    assert (f"| {sum(seeds) / 2:.2f} ({seeds[0]:.2f} / {seeds[1]:.2f}) |" in rows[-1]
+            and rows[-1].endswith("| luong_global_general, luong_global_general.s2 |"))
+    options = (work / "systems" / "luong_global_general.s2" / "options").read_text(encoding="utf-8")
+    assert " --seed 2 " in options and " --seed 1 " in (work / "systems" / "lstm" / "options").read_text()
+    significance = (work / "significance.md").read_text(encoding="utf-8")
+    assert "| lstm | " in significance and "| baseline |" in significance
+    assert [line.split(" | ")[0][2:] for line in significance.splitlines()[4:]] == ["lstm", *EVALUATED[:2],
+                                                                                   "ensemble_all"]
     by_length = (work / "bleu_by_length.md").read_text(encoding="utf-8")
     assert "| 41-50 |" in by_length and "| >60 |" in by_length and all(s in by_length for s in SYSTEMS)
     assert (work / "bleu_by_length.png").stat().st_size > 0 and (work / "curves.png").stat().st_size > 0
@@ -128,7 +150,7 @@ def test_the_table_puts_the_systems_beside_the_anchors(rehearsal):
 def test_a_second_run_trains_and_translates_nothing_again(rehearsal):
     slice_dir, work, _ = rehearsal
     proc = run(slice_dir, work, "all")
-    assert proc.stderr.count("trained already") == len(SYSTEMS)
+    assert proc.stderr.count("trained already") == len(TRAINED)
     assert "translating" not in proc.stderr and "training " not in proc.stderr
 
 

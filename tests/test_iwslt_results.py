@@ -16,6 +16,7 @@ from tests.helpers import REPO
 
 HERE = REPO / "examples" / "iwslt15_en_vi"
 RESULTS = HERE / "results"
+DATA = REPO.parent / "shared" / "data" / "iwslt15_en_vi"
 SYSTEM = "luong_global_general"
 
 pytestmark = pytest.mark.skipif(not (RESULTS / f"{SYSTEM}.final.json").exists(), reason="nothing published")
@@ -42,7 +43,7 @@ def test_a_restored_system_tables_as_the_committed_results(tmp_path):
         assert (system / "published" / theirs["hyp"]).read_bytes() == (RESULTS / theirs["hyp"]).read_bytes()
     assert (system / "train.log").read_bytes() == (RESULTS / f"{SYSTEM}.train.log").read_bytes()
     assert (system / "attention_7.png").read_bytes() == (RESULTS / f"{SYSTEM}.attention_7.png").read_bytes()
-    table = results_py("table", f"{SYSTEM}={system / 'final.json'}", "--work", tmp_path)
+    table = results_py("table", f"{SYSTEM}={system / 'final.json'}", "--work", tmp_path, "--data", DATA)
     assert table.returncode == 0, table.stderr
     committed = table_rows((RESULTS / "results.md").read_text(encoding="utf-8"))
     assert len(committed) == 1 and table_rows(table.stdout) == committed  # BLEU, choice, epochs, hours, words/s
@@ -86,3 +87,52 @@ def test_run_sh_restores_the_published_systems_and_refuses_to_train_them(tmp_pat
         assert proc.stderr.strip().endswith(
             f"error: {SYSTEM} in {tmp_path} was restored from published files (no checkpoints): "
             "train it in another --work-dir"), proc.stderr
+
+
+def test_the_committed_table_and_significance_are_what_restore_and_table_give(tmp_path):
+    """run.sh restore, then table, in a new work folder: results.md's rows of our systems and
+    significance.md (the paired bootstrap against lstm, sacreBLEU's fixed seed) are the
+    committed ones, byte for byte."""
+    run = ["bash", str(HERE / "run.sh"), "--work-dir", str(tmp_path), "--results", str(RESULTS)]
+    for step in ("restore", "table"):
+        proc = subprocess.run([*run, step], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    ours = ("| luong_global_general |", "| lstm |")
+    rows = [line for line in (tmp_path / "results.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith(ours)]
+    committed = [line for line in (RESULTS / "results.md").read_text(encoding="utf-8").splitlines()
+                 if line.startswith(ours)]
+    assert len(rows) == 2 and rows == committed
+    significance = (tmp_path / "significance.md").read_text(encoding="utf-8")
+    assert significance == (RESULTS / "significance.md").read_text(encoding="utf-8")
+    assert "| luong_global_general | 28.00 (" in significance and "| 0.0010* |" in significance
+
+
+def test_a_second_seed_gets_a_mean_row_and_each_row_names_its_protocol(tmp_path):
+    """lstm's published files restored as luong_global_general.s2 (a stand-in second seed):
+    the table adds the mean of the two with each seed's value, and each row its protocol as
+    its options give it (the committed two: the until-flat rule, bf16 autocast)."""
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    final = json.loads((results / "lstm.final.json").read_text(encoding="utf-8"))
+    for r in final["rows"]:
+        target = r["hyp"].replace("lstm.", "luong_global_general.s2.", 1)
+        shutil.copyfile(results / r["hyp"], results / target)
+        r["hyp"] = target
+    (results / "luong_global_general.s2.final.json").write_text(json.dumps(final), encoding="utf-8")
+    options = (results / "lstm.options").read_text(encoding="utf-8")
+    fixed = options.replace("reduce_lr_on_plateau_until_flat", "reduce_lr_on_plateau").replace(" --amp", "")
+    (results / "luong_global_general.s2.options").write_text(fixed, encoding="utf-8")
+    names = [SYSTEM, f"{SYSTEM}.s2"]
+    proc = results_py("restore", *names, "--results", results, "--work", tmp_path / "work")
+    assert proc.returncode == 0, proc.stderr
+    table = results_py("table", *(f"{n}={tmp_path / 'work' / 'systems' / n / 'final.json'}" for n in names),
+                       "--work", tmp_path / "work")
+    assert table.returncode == 0, table.stderr
+    rows = {line.split(" | ")[0][2:]: line for line in table.stdout.splitlines() if line.startswith("| luong")}
+    assert list(rows) == [*names, f"{SYSTEM}, mean of 2 seeds"]
+    assert "| until flat after 2 halvings, at most 20 epochs, bf16 autocast |" in rows[SYSTEM]
+    assert "| 20 epochs, float32 |" in rows[f"{SYSTEM}.s2"]
+    mean = rows[f"{SYSTEM}, mean of 2 seeds"]
+    assert "| 28.51 (28.00 / 29.01) |" in mean  # the mean of 28.00 and 29.01, 28.505
+    assert mean.endswith(f"| {SYSTEM}, {SYSTEM}.s2 |")

@@ -35,8 +35,10 @@
 #                                                             --save-dir aside)
 #
 # Systems: luong_global_general (the paper's model: global attention, general score, input
-# feeding), lstm (fairseq's own), luong_localp, rnnsearch, ensemble (luong_global_general
-# with luong_localp, the paper's section 4.2 ensemble of attention types: eval after both).
+# feeding), lstm (fairseq's own), luong_localp, rnnsearch; NAME.sN is NAME trained with seed N
+# (NAME alone: --seed). Ensembles, for eval only: ensemble (luong_global_general with
+# luong_localp, the paper's section 4.2 ensemble of attention types: eval after both) and
+# ensemble_all (every system of ours evaluated in WORK, seeds included; not lstm).
 #
 # Options:
 #   --data-dir DIR    train.{en,vi} (or train.{en,vi}.xz), tst2012.{en,vi}, tst2013.{en,vi}, as
@@ -57,7 +59,7 @@
 #                     (1: the last epoch's) or "best" (checkpoint_best.pt) (default: "best 1 3 5")
 #   --beams "A B"     beam sizes tried on tst2012 (default: "5 10"); greedy is scored too
 #   --lenpens "A B"   length penalties tried on tst2012 (default: "0.6 1.0 1.4")
-#   --seed N          (default: 1)
+#   --seed N          the seed of a system named without .sN (default: 1)
 #   --heatmap-line N  the tst2013 line (1-based) whose attention eval draws (default: 7)
 #   --results DIR     where publish copies to (default: results/ beside this script, committed)
 #   -- ARGS           after `train NAME`: extra fairseq-train options (recorded with the model)
@@ -108,13 +110,13 @@ MAX_WORDS="$(python -S -c "import ast,sys; t=ast.parse(open(sys.argv[1]).read())
 # encoder bidirectional (UNITS/2 a direction, as TF NMT's and Joey NMT's), the decoder's input
 # and output embeddings tied
 system_flags() {
-  local half=$((UNITS / 2))
+  local half=$((UNITS / 2)) base; base="$(base_of "$1")"
   local size=(--encoder-embed-dim "$UNITS" --decoder-embed-dim "$UNITS" --decoder-hidden-size "$UNITS"
               --encoder-bidirectional --encoder-hidden-size "$half" --share-decoder-input-output-embed)
-  case "$1" in
+  case "$base" in
     luong_global_general|luong_localp)
       # --encoder-memory-dropout: dropout on the attention memory, as fairseq's lstm has it
-      MODEL=(--arch "$1" "${size[@]}" --encoder-layers 2 --decoder-layers 2 --init-uniform 0.1
+      MODEL=(--arch "$base" "${size[@]}" --encoder-layers 2 --decoder-layers 2 --init-uniform 0.1
              --encoder-memory-dropout 0.3) ;;
     lstm)
       # fairseq's own: Luong global attention (general score), input feeding (its defaults)
@@ -125,11 +127,26 @@ system_flags() {
       MODEL=(--arch rnnsearch --encoder-embed-dim "$UNITS" --decoder-embed-dim "$UNITS"
              --encoder-hidden-size "$half" --decoder-hidden-size "$UNITS" --attention-dim "$UNITS"
              --maxout-dim "$half" --share-decoder-input-output-embed) ;;
-    *) die "unknown system '$1' (known: luong_global_general lstm luong_localp rnnsearch; ensemble for eval)" ;;
+    *) die "unknown system '$1' (known: luong_global_general lstm luong_localp rnnsearch, each also as NAME.sN \
+for seed N; ensemble and ensemble_all for eval)" ;;
   esac
 }
+# base_of NAME: NAME without its seed (.sN); seed_of NAME: N, or --seed for a NAME without one
+base_of() { if [[ "$1" =~ ^(.*)\.s([0-9]+)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$1"; fi; }
+seed_of() { if [[ "$1" =~ \.s([0-9]+)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$SEED"; fi; }
 ENSEMBLE_OF=(luong_global_general luong_localp)
-check_system() { [[ "$1" == ensemble ]] || system_flags "$1"; }
+is_ensemble() { [[ "$1" == ensemble || "$1" == ensemble_all ]]; }
+# ensemble_members NAME: ensemble's are ENSEMBLE_OF; ensemble_all's every system of ours (not
+# lstm, not restored) that eval chose a model for in WORK, in name order
+ensemble_members() {
+  if [[ "$1" == ensemble ]]; then printf '%s\n' "${ENSEMBLE_OF[@]}"; return; fi
+  local d n
+  for d in "$WORK"/systems/*/; do
+    n="$(basename "$d")"
+    [[ "$(base_of "$n")" != lstm && -f "$d/choice.json" && ! -f "$d/restored" ]] && ! is_ensemble "$n" && echo "$n"
+  done | sort
+}
+check_system() { is_ensemble "$1" || system_flags "$1"; }
 for s in $SYSTEMS; do check_system "$s"; done  # an unknown --systems name stops here, before any work
 
 # The protocol every system shares (README.md, "One protocol, one budget", says why): Adam,
@@ -145,6 +162,11 @@ TRAIN=(--dropout 0.3 --criterion fused_label_smoothed_cross_entropy --label-smoo
        --max-epoch "$MAX_EPOCH" --keep-last-epochs 5 --log-interval 100 --seed "$SEED"
        --skip-invalid-size-inputs-valid-test)
 [[ "$PRECISION" == float32 ]] || TRAIN+=(--amp)
+# train_flags NAME: TRAIN_NAME=(TRAIN with NAME's seed, in --seed's place)
+train_flags() {
+  local i; TRAIN_NAME=("${TRAIN[@]}")
+  for i in "${!TRAIN_NAME[@]}"; do [[ "${TRAIN_NAME[$i]}" != --seed ]] || TRAIN_NAME[i + 1]="$(seed_of "$1")"; done
+}
 # --hours: a wall-clock limit only when given
 time_limit() { [[ -z "$HOURS" ]] || echo --stop-time-hours "$HOURS"; }
 
@@ -214,11 +236,12 @@ not_restored() {
 
 train() {
   local name="$1"; shift
-  [[ "$name" != ensemble ]] || die "ensemble is not trained: train ${ENSEMBLE_OF[*]}, then eval ensemble"
+  ! is_ensemble "$name" || die "$name is not trained: train its members (${ENSEMBLE_OF[*]} for ensemble), then eval $name"
   not_restored "$name"
   prepared
   system_flags "$name"
-  train_system "$name" "$BIN" "$(ident "$BIN/.done")" "${MODEL[@]}" "${TRAIN[@]}" \
+  train_flags "$name"
+  train_system "$name" "$BIN" "$(ident "$BIN/.done")" "${MODEL[@]}" "${TRAIN_NAME[@]}" \
     $(time_limit) "$@"
 }
 
@@ -282,10 +305,11 @@ better() { python -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.a
 # "WHICH=PATHS" lines
 model_paths() {
   local name="$1" a
-  if [[ "$name" == ensemble ]]; then
-    local p="" m
-    for m in "${ENSEMBLE_OF[@]}"; do
-      [[ -f "$WORK/systems/$m/choice.json" ]] || die "ensemble: eval $m first (bash $0 eval $m)"
+  if is_ensemble "$name"; then
+    local p="" m members; members="$(ensemble_members "$name")"
+    [[ -n "$members" ]] || die "$name: no system of ours is evaluated in $WORK (bash $0 eval NAME)"
+    for m in $members; do
+      [[ -f "$WORK/systems/$m/choice.json" ]] || die "$name: eval $m first (bash $0 eval $m)"
       p+="${p:+:}$(json_field "$WORK/systems/$m/choice.json" model_path)"
     done
     echo "chosen=$p"; return
@@ -319,14 +343,18 @@ choose() {
       if better "$bleu" "$best"; then best="$bleu" best_beam="$beam" best_lp="$lp"; fi
     done
   done
+  local members=""; ! is_ensemble "$name" || members="$(ensemble_members "$name" | paste -sd' ')"
   printf '%s\n' "${tried[@]}" | python -c "
 import json, sys
 tried = [dict(zip(('model', 'beam', 'lenpen', 'tst2012_bleu'), l.rstrip('\n').split('\t'))) for l in sys.stdin]
 for t in tried:
     t['beam'], t['tst2012_bleu'] = int(t['beam']), float(t['tst2012_bleu'])
-json.dump(dict(model=sys.argv[1], model_path=sys.argv[2], beam=int(sys.argv[3]), lenpen=sys.argv[4],
-               tst2012_bleu=float(sys.argv[5]), candidates=tried), open(sys.argv[6], 'w'), indent=1)" \
-    "$best_which" "$best_paths" "$best_beam" "$best_lp" "$best" "$dir/choice.json"
+choice = dict(model=sys.argv[1], model_path=sys.argv[2], beam=int(sys.argv[3]), lenpen=sys.argv[4],
+              tst2012_bleu=float(sys.argv[5]), candidates=tried)
+if sys.argv[7]:
+    choice['members'] = sys.argv[7].split()  # an ensemble: the systems whose chosen models it averages
+json.dump(choice, open(sys.argv[6], 'w'), indent=1)" \
+    "$best_which" "$best_paths" "$best_beam" "$best_lp" "$best" "$dir/choice.json" "$members"
   say "$name: chosen on tst2012: model $best_which, beam $best_beam, lenpen $best_lp (BLEU $best)"
 }
 
@@ -395,15 +423,15 @@ evaluate() {
   not_restored "$name"
   prepared
   mkdir -p "$dir"
-  [[ "$name" == ensemble || -f "$dir/trained" ]] || die "train $name first (bash $0 train $name)"
+  is_ensemble "$name" || [[ -f "$dir/trained" ]] || die "train $name first (bash $0 train $name)"
   choose "$name"
   final "$name"
-  [[ "$name" == ensemble ]] || python "$TOOLS" curve "$dir/train.log" > "$dir/curve.tsv"
-  [[ "$name" == ensemble ]] || heatmap "$name"
+  is_ensemble "$name" || python "$TOOLS" curve "$dir/train.log" > "$dir/curve.tsv"
+  is_ensemble "$name" || heatmap "$name"
 }
 
-# table: WORK/results.md (the systems beside the anchors), WORK/bleu_by_length.{md,png},
-# WORK/curves.{md,png}
+# table: WORK/results.md (the systems beside the anchors), WORK/significance.md (the paired
+# bootstrap against lstm), WORK/bleu_by_length.{md,png}, WORK/curves.{md,png}
 table() {
   local s finals=() by_length=() trained=()
   mkdir -p "$WORK"
@@ -415,7 +443,17 @@ table() {
   for s in $SYSTEMS; do
     grep -qs "| valid |" "$WORK/systems/$s/train.log" && trained+=("$s=$WORK/systems/$s/train.log")
   done
-  python "$HERE/results.py" table "${finals[@]+"${finals[@]}"}" --work "$WORK" | tee "$WORK/results.md"
+  python "$HERE/results.py" table "${finals[@]+"${finals[@]}"}" --work "$WORK" --data "$DATA" | tee "$WORK/results.md"
+  # the paired bootstrap on tst2013: every system against lstm (the baseline, first)
+  local paired=() f
+  for f in "${finals[@]+"${finals[@]}"}"; do [[ "${f%%=*}" == lstm ]] && paired=("$f"); done
+  for f in "${finals[@]+"${finals[@]}"}"; do [[ "${f%%=*}" == lstm ]] || paired+=("$f"); done
+  if [[ "${paired[0]:-}" == lstm=* && ${#paired[@]} -gt 1 ]]; then
+    echo
+    python "$HERE/results.py" significance "${paired[@]}" --data "$DATA" --out "$WORK/significance.md"
+  else
+    rm -f "$WORK/significance.md"
+  fi
   if (( ${#by_length[@]} )); then
     echo
     report bleu_by_length.py "$WORK/bleu_by_length" python "$REPO/scripts/eval/bleu_by_length.py" \
@@ -463,13 +501,13 @@ case "$cmd" in
     names=("$@"); (( ${#names[@]} )) || read -r -a names <<< "$SYSTEMS"
     for s in "${names[@]}"; do check_system "$s"; done
     prepare
-    for s in "${names[@]}"; do [[ "$s" == ensemble ]] || train "$s"; done
+    for s in "${names[@]}"; do is_ensemble "$s" || train "$s"; done
     for s in "${names[@]}"; do evaluate "$s"; done
     table ;;
   table) table ;;
   publish) publish ;;
   restore) restore "$@" ;;
-  options) [[ $# -eq 1 && "$1" != ensemble ]] || { usage; exit 2; }; system_flags "$1"
-    printf '%s\n' "${MODEL[@]}" "${TRAIN[@]}" $(time_limit) ;;
+  options) [[ $# -eq 1 ]] && ! is_ensemble "$1" || { usage; exit 2; }; system_flags "$1"; train_flags "$1"
+    printf '%s\n' "${MODEL[@]}" "${TRAIN_NAME[@]}" $(time_limit) ;;
   *) usage; exit 2 ;;
 esac
