@@ -232,7 +232,7 @@ def test_local_p_weights_equal_eq10_by_hand(window, p_target, left_pad, extra):
     att = _localp_with_position(p_target, S, window)
     mem = hand_memory(left_pad, extra, LONG_SCORES)
     q = torch.tensor([[[1.0, 0.0]]], dtype=torch.double)
-    p_t = predictive_alignment(q, att.W_p, att.v_p, mem.length)
+    p_t, _ = predictive_alignment(q, att.W_p.weight, att.v_p.weight, mem.length.unsqueeze(1))
     assert p_t.item() == pytest.approx(p_target, abs=1e-9)
     _, w = att(q, mem, 0, True)
     centre = math.floor(p_target)
@@ -254,7 +254,8 @@ def test_local_p_uses_each_sentences_own_length():
         att.W_p.weight.zero_()  # sigmoid(0) = 1/2: p_t = S / 2
     values = torch.randn(2, 9, 2, dtype=torch.double)
     mem = memory_from(values, [9, 4], left_pad=True)
-    p = predictive_alignment(torch.randn(2, 1, 2, dtype=torch.double), att.W_p, att.v_p, mem.length)
+    p, _ = predictive_alignment(torch.randn(2, 1, 2, dtype=torch.double), att.W_p.weight, att.v_p.weight,
+                                mem.length.unsqueeze(1))
     assert p[:, 0].tolist() == [4.5, 2.0]
 
 
@@ -339,7 +340,7 @@ def test_window_zero_attends_to_p_t_alone_in_local_m_and_is_refused_in_local_p(l
 def test_local_dense_path_equals_window_gather(name, mode, left_pad, monkeypatch):
     """Short sources are scored whole with all but the window masked; long ones gather the
     window. Both give the same context, alignment and gradients."""
-    from fairseq_luong.modules import luong_attention
+    from fairseq_luong.modules import cpu_sizes
 
     torch.manual_seed(3)
     value_dim = H if name == "dot" else C
@@ -351,7 +352,7 @@ def test_local_dense_path_equals_window_gather(name, mode, left_pad, monkeypatch
     q = torch.randn(B, T, H, dtype=torch.double, requires_grad=True)
     results = []
     for dense_up_to in (0, 100):  # never / always dense
-        monkeypatch.setattr(luong_attention, "DENSE_UP_TO", dense_up_to)
+        monkeypatch.setattr(cpu_sizes, "LOCAL_DENSE_UP_TO", dense_up_to)
         att.zero_grad()
         q.grad = None
         ctx, w = att(q, mem, 1, True)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from fairseq_luong.modules import step_kernels, step_loop
+from fairseq_luong.modules import cpu_sizes, step_kernels, step_loop
 from fairseq_luong.modules.dropout import Dropout
 from tests.helpers import build_model, collate
 
@@ -178,7 +178,8 @@ def test_softmax_pieces_in_both_layouts(slots, dtype):
     d_want, = torch.autograd.grad((want * grad.to(dtype).double()).sum(), scores)
     plan = step_kernels.MemoryPlan(slots, 3, dtype, torch.device("cpu"))
     probs = plan.softmax(masked.detach().to(dtype))
-    assert plan.short_rows == (slots < 16) and probs.dtype == torch.promote_types(dtype, torch.float32)
+    assert plan.short_rows == (slots < cpu_sizes.SOFTMAX_SHORT_ROW)
+    assert probs.dtype == torch.promote_types(dtype, torch.float32)
     align = plan.probabilities(probs)
     assert align.dtype == dtype and align.shape == (9, slots)
     tol = 1e-12 if dtype == torch.float64 else 1e-2
@@ -192,7 +193,7 @@ def test_row_products(slots, width):
     torch.manual_seed(0)
     weights, rows, vectors = torch.randn(4, slots), torch.randn(4, slots, width), torch.randn(4, width)
     plan = step_kernels.MemoryPlan(slots, width, torch.float32, torch.device("cpu"))
-    assert plan.small == (slots * width < 400)
+    assert plan.small == (slots * width < cpu_sizes.BMM_SCALAR_BELOW)
     assert torch.allclose(plan.weighted(weights, rows), torch.einsum("bs,bsc->bc", weights, rows), atol=1e-6)
     assert torch.allclose(step_kernels.dot_rows(vectors, rows.transpose(1, 2)),
                           torch.einsum("bc,bsc->bs", vectors, rows), atol=1e-6)

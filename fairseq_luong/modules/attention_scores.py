@@ -175,6 +175,17 @@ class GeneralScore(AttentionScore):
         return KeysDotStep()  # the keys W_a h̄_s are precomputed: the step is dot's
 
 
+def concat_score(keys: Tensor, q_a: Tensor, v_a: Tensor) -> Tuple[Tensor, Tensor]:
+    """v_a^T tanh(W_q h_t + k_s) (Luong et al. 2015, eq. 8, "concat"), k_s = W_k h̄_s precomputed.
+
+    keys: ... x N x A (N scored slots a query); q_a = W_q h_t: ... x A; v_a: 1 x A (the weight
+    of ``ConcatScore.v_a``). Returns the scores (... x N) and tanh(W_q h_t + k_s) (... x N x A),
+    which :meth:`ConcatStep.backward` reads. The one forward of the score: ``ConcatScore``
+    (autograd) and ``ConcatStep`` (the step loops) both call it."""
+    hidden = torch.add(keys, q_a.unsqueeze(-2)).tanh_()  # ... x N x A
+    return torch.matmul(hidden, v_a[0]), hidden  # ... x N
+
+
 class ConcatScore(AttentionScore):
     """score(h_t, h̄_s) = v_a^T tanh(W_a [h_t; h̄_s]) (Luong et al. 2015, eq. 8, "concat").
 
@@ -196,13 +207,10 @@ class ConcatScore(AttentionScore):
 
     def forward(self, query: Tensor, keys: Tensor, positions: Tensor) -> Tensor:
         q = self.W_q(query)  # bsz x tgtlen x A
-        if keys.dim() == 3:
-            # bsz x 1 x srclen x A + bsz x tgtlen x 1 x A -> bsz x tgtlen x srclen x A
-            hidden = torch.tanh(keys.unsqueeze(1) + q.unsqueeze(2))
-        else:
-            # bsz x tgtlen x W x A + bsz x tgtlen x 1 x A
-            hidden = torch.tanh(keys + q.unsqueeze(2))
-        return self.v_a(hidden).squeeze(-1)  # bsz x tgtlen x N
+        if keys.dim() == 3:  # global: bsz x srclen x A, the same slots for every step
+            keys = keys.unsqueeze(1)  # bsz x 1 x srclen x A
+        # local: bsz x tgtlen x W x A; both + bsz x tgtlen x 1 x A -> bsz x tgtlen x N
+        return concat_score(keys, q, self.v_a.weight)[0]
 
     def step(self, dtype):
         return ConcatStep(self.W_q.weight.to(dtype), self.v_a.weight.to(dtype))
@@ -219,11 +227,10 @@ class ConcatStep(ScoreStep):
 
     def forward(self, q, slots):
         W_q, v_a = self.params  # A x H, 1 x A
-        # rows x N x A + rows x 1 x A
-        hidden = torch.add(slots.keys, q.mm(W_q.t()).unsqueeze(1)).tanh_()
+        scores, hidden = concat_score(slots.keys, q.mm(W_q.t()), v_a)  # rows x N; rows x N x A
         if self.save:
             self.saved.append(hidden)
-        return torch.matmul(hidden, v_a[0]).add_(slots.bias)  # rows x N
+        return scores.add_(slots.bias)  # rows x N
 
     def backward(self, d_scores, q, slots, t):
         W_q, v_a = self.params

@@ -14,8 +14,9 @@ Every attention is an :class:`Attention`: ``precompute(...)`` builds the
   exactly zero on padding and, for local attention, outside the window).
 
 The score function (``attention_scores.py``) is pluggable and declares what it
-needs; masking and the softmax live here, once. The attentional hidden state of
-eq. 5 is :class:`AttentionalHidden`.
+needs; the softmax (:func:`softmax_wide`), eq. 9 and eq. 10 live here, once, for the
+attention modules and the step loops (``step_attention.py``) alike; each has one backward,
+the step loops'. The attentional hidden state of eq. 5 is :class:`AttentionalHidden`.
 """
 from typing import NamedTuple, Optional, Tuple
 
@@ -25,6 +26,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from ..errors import ConfigError
+from . import cpu_sizes
 from .attention_scores import AttentionScore
 from .luong_init import Linear
 
@@ -51,15 +53,16 @@ def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
-    """softmax over the last dim with ``mask`` (True = excluded) at exactly 0.
+def softmax_wide(scores: Tensor, dim: int) -> Tensor:
+    """The alignment's softmax over ``dim``, in float32 or wider (fp16/bf16 stay finite, as in
+    fairseq's ``AttentionLayer``); slots scored -inf get exactly 0. Its result stays wide."""
+    return torch.softmax(scores, dim, dtype=_at_least_float32(scores.dtype))
 
-    Computed in float32 (fp16/bf16 stay finite) and cast back, as fairseq's
-    ``AttentionLayer`` does.
-    """
-    wide = scores.to(_at_least_float32(scores.dtype))
-    probs = wide.masked_fill(mask, float("-inf")).softmax(dim=-1)
-    return probs.type_as(scores)
+
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """softmax over the last dim with ``mask`` (True = excluded) at exactly 0, in float32 or
+    wider (:func:`softmax_wide`) and cast back to the scores' dtype."""
+    return softmax_wide(scores.masked_fill(mask, float("-inf")), -1).type_as(scores)
 
 
 class Attention(nn.Module):
@@ -102,24 +105,19 @@ class GlobalAttention(Attention):
         return context, (align if need_weights else None)
 
 
-def predictive_alignment(h: Tensor, W_p: nn.Module, v_p: nn.Module, src_len: Tensor) -> Tensor:
+def predictive_alignment(h: Tensor, W_p: Tensor, v_p: Tensor, src_len: Tensor):
     """p_t = S * sigmoid(v_p^T tanh(W_p h_t)) (Luong et al. 2015, eq. 9).
 
-    h: bsz x tgtlen x H; src_len: bsz (each sentence's own S). Returns p_t,
-    bsz x tgtlen, real-valued in [0, S], in float32 whatever the autocast dtype
-    (bf16 could not even represent every integer position past 256).
-    """
-    logit = v_p(torch.tanh(W_p(h))).squeeze(-1)  # bsz x tgtlen
-    logit = logit.to(_at_least_float32(logit.dtype))
-    return src_len.to(logit.dtype).unsqueeze(1) * torch.sigmoid(logit)
-
-
-def predictive_alignment_step(h: Tensor, W_p: Tensor, v_p: Tensor, src_len: Tensor):
-    """Eq. 9 for one step without autograd (the step loops): h rows x H, W_p H x H, v_p 1 x H
-    (the weights of ``predictive_alignment``'s modules), src_len rows. Returns p_t (rows,
-    float32 or wider) and what :func:`predictive_alignment_backward` reads."""
-    hidden = torch.tanh(h.mm(W_p.t()))  # rows x H
-    logit = hidden.mm(v_p.t()).squeeze(1)  # rows
+    h: ... x H (rows x H in a step loop, bsz x tgtlen x H in the attention module); W_p: H x H
+    and v_p: 1 x H, the weights of ``LocalPAttention``'s W_p and v_p; src_len: each row's own
+    S, shaped as h's leading dims or broadcast to them (bsz x 1). Returns p_t (h's leading dims,
+    real-valued in [0, S], float32 or wider whatever the autocast dtype: bf16 could not even
+    represent every integer position past 256) and what :func:`predictive_alignment_backward`
+    reads. Differentiable: the attention module's autograd goes through it."""
+    # mm for a step's rows x H (one operation, as the step loops count them), matmul otherwise
+    times = torch.mm if h.dim() == 2 else torch.matmul
+    hidden = torch.tanh(times(h, W_p.t()))  # ... x H
+    logit = times(hidden, v_p.t()).squeeze(-1)  # ...
     sig = torch.sigmoid(logit.to(_at_least_float32(logit.dtype)))
     return src_len.to(sig.dtype) * sig, (hidden, sig)
 
@@ -152,18 +150,12 @@ def gaussian_window_backward(d_window: Tensor, window: Tensor, positions: Tensor
     return (d_window.to(window.dtype) * window * offset).sum(-1) / sigma**2
 
 
-# Local attention scores the whole memory, masking all but the window, when the source
-# is at most this many windows long (measured with scripts/bench/benchmark_attention.py, removed
-# after 9944ee3: docs/speed.md). ``LocalAttention.scores_whole`` reads it, at every call.
-DENSE_UP_TO = 2
-
-
 class LocalAttention(Attention):
     """Local attention (Luong et al. 2015, section 3.2, footnotes 8-10).
 
     The window [p_t - D, p_t + D] (2D + 1 slots, centred on floor(p_t)) is
     gathered from the memory and scored; nothing outside it is scored, so a
-    step costs O(D), not O(S). For sources at most ``DENSE_UP_TO`` windows long the
+    step costs O(D), not O(S). For sources at most ``cpu_sizes.LOCAL_DENSE_UP_TO`` windows long the
     whole memory is scored instead and all but the window masked (the same
     alignment, cheaper there). Slots outside the sentence or on padding get
     exactly zero weight and the softmax runs over the valid slots only
@@ -207,9 +199,9 @@ class LocalAttention(Attention):
 
     def scores_whole(self, srclen: int) -> bool:
         """Whether a memory of ``srclen`` slots is scored whole (all but the window masked)
-        rather than the window gathered: at most ``DENSE_UP_TO`` windows long. The step loops
-        ask this too (``step_attention.LocalSteps``)."""
-        return srclen <= DENSE_UP_TO * self.offsets.numel()
+        rather than the window gathered: at most ``cpu_sizes.LOCAL_DENSE_UP_TO`` windows long
+        (read at every call). The step loops ask this too (``step_attention.LocalSteps``)."""
+        return srclen <= cpu_sizes.LOCAL_DENSE_UP_TO * self.offsets.numel()
 
     def forward(self, query, memory, step0, need_weights):
         p_t = self.aligned_position(query, memory, step0)  # bsz x tgtlen
@@ -308,7 +300,8 @@ class LocalPAttention(LocalAttention):
         self.v_p = Linear(query_dim, 1, bias=False)
 
     def aligned_position(self, query, memory, step0):
-        return predictive_alignment(query, self.W_p, self.v_p, memory.length)
+        # eq. 9 over bsz x tgtlen queries, each sentence's S broadcast over its steps: bsz x 1
+        return predictive_alignment(query, self.W_p.weight, self.v_p.weight, memory.length.unsqueeze(1))[0]
 
     def reweight(self, align, positions, p_t):
         return align * gaussian_window(positions, p_t, self.sigma).to(align.dtype)

@@ -28,8 +28,8 @@ from .luong_attention import (
     SourceMemory,
     gaussian_window,
     gaussian_window_backward,
+    predictive_alignment,
     predictive_alignment_backward,
-    predictive_alignment_step,
 )
 from .step_kernels import MemoryPlan, dot_rows
 
@@ -197,7 +197,7 @@ class LocalSteps(GlobalSteps):
         """p_t for the rows of this step (rows, float32 or wider) and what its backward reads."""
         n = q.size(0)
         if self.predictive:  # eq. 9
-            return predictive_alignment_step(q, self.W_p, self.v_p, self.length[:n])
+            return predictive_alignment(q, self.W_p, self.v_p, self.length[:n])
         # local-m: p_t = t, clipped to the sentence
         wide = torch.promote_types(q.dtype, torch.float32)
         return torch.clamp(self.last[:n], max=self.t).to(wide), None

@@ -18,7 +18,9 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from . import cpu_sizes
 from .dropout import dropout_noise
+from .luong_attention import softmax_wide
 
 aten = torch.ops.aten
 _tanh_backward = aten.tanh_backward.default
@@ -58,12 +60,11 @@ class MemoryPlan:
     a step loop meets):
 
     * ``short_rows``: on the CPU, softmax over a last dimension shorter than a vector register
-      (16 floats with AVX-512) takes a scalar path, several times slower than over the first
-      dimension (measured: 76 against 19 us at 317 x 13), so such scores are normalised
-      transposed;
-    * ``small``: ATen multiplies batches of matrices smaller than 400 (rows x cols x
-      contraction) in a scalar loop on the CPU (``bmm_out_or_baddbmm_``): a weighted sum over 13
-      slots of 16 numbers took 120 us for 320 rows there, 28 us as a product and a sum.
+      takes a scalar path, several times slower than over the first dimension, so such scores
+      are normalised transposed (``cpu_sizes.SOFTMAX_SHORT_ROW``, measured there);
+    * ``small``: ATen multiplies batches of small matrices in a scalar loop on the CPU
+      (``bmm_out_or_baddbmm_``), so a weighted sum over a small memory is a product and a sum
+      (``cpu_sizes.BMM_SCALAR_BELOW``).
 
     ATen's CPU ``bmm`` also takes that scalar loop when its first operand is strided across the
     batch, as the probabilities of a transposed softmax are: 1,970 against 230 us at 320 rows,
@@ -74,8 +75,8 @@ class MemoryPlan:
 
     def __init__(self, slots: int, width: int, dtype: torch.dtype, device: torch.device):
         cpu = device.type == "cpu"
-        self.short_rows = cpu and slots < 16
-        self.small = cpu and slots * width < 400
+        self.short_rows = cpu and slots < cpu_sizes.SOFTMAX_SHORT_ROW
+        self.small = cpu and slots * width < cpu_sizes.BMM_SCALAR_BELOW
         self.dtype = dtype
         self.wide = torch.promote_types(dtype, torch.float32)  # the softmax's dtype
 
@@ -84,8 +85,8 @@ class MemoryPlan:
         ``luong_attention.py``; the mask is already in the scores as -inf): the probabilities,
         as :meth:`softmax_backward` reads them (N x rows when ``short_rows``)."""
         if self.short_rows:
-            return torch.softmax(scores.t(), 0, dtype=self.wide)  # N x rows
-        return torch.softmax(scores, -1, dtype=self.wide)
+            return softmax_wide(scores.t(), 0)  # N x rows
+        return softmax_wide(scores, -1)
 
     def probabilities(self, probs: Tensor) -> Tensor:
         """:meth:`softmax`'s result as rows x N, in the memory's dtype."""
