@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -104,8 +105,10 @@ def fairseq(plugin, threads, module, args):
 
 
 def one_update_model(work, name, options, threads, save, plugin=REPO):
-    """NAME's model after one update of the recipe's training, saved as save/checkpoint_last.pt."""
-    os.makedirs(save, exist_ok=True)
+    """NAME's model after one update of the recipe's training, saved as save/checkpoint_last.pt
+    (save emptied first: fairseq-train would resume from a checkpoint left there)."""
+    shutil.rmtree(save, ignore_errors=True)
+    os.makedirs(save)
     fairseq(plugin, threads, "fairseq_cli.train",
             [os.path.join(work, "data-bin"), *options, "--max-update", "1", "--disable-validation",
              "--no-epoch-checkpoints", "--save-dir", save, "--num-workers", "0", "--no-progress-bar"])
