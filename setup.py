@@ -10,7 +10,7 @@ setup(
     name="fairseq_luong",
     version="0.1.0",
     description="Luong et al. 2015 global/local attention NMT, RNNsearch and perSPE for fairseq",
-    packages=find_packages(include=["fairseq_luong", "fairseq_luong.*"]),
+    packages=find_packages(include=["fairseq_luong", "fairseq_luong.*", "fairseq_fixes"]),
     package_data={"fairseq_luong.data": ["ja_chunk_grammar.txt"]},
     python_requires=">=3.10",
     # Deliberately empty: see requirements.txt and scripts/setup.sh.

@@ -1,16 +1,13 @@
 """The errors a user can act on: the message says what was wrong and what to do.
 
-``UserError`` marks an error whose message is complete (a file, a flag, a checkpoint);
-the package's models, criterions, data readers and patches raise it, ``ConfigError`` for
-option values. At the top of a fairseq command the excepthook of
-``fairseq_patches/errors.py`` prints it as one line, ``PROG: error: MESSAGE``; Python
-callers get an ordinary exception to catch. Standard library only: model code and tools
+``UserError`` (``fairseq_fixes.errors``: the fixes raise it too) marks an error whose message is
+complete (a file, a flag, a checkpoint); the package's models, criterions, data readers and
+checks raise it, ``ConfigError`` for option values. At the top of a fairseq command the
+excepthook of ``fairseq_fixes/excepthook.py`` prints it as one line, ``PROG: error: MESSAGE``;
+Python callers get an ordinary exception to catch. Standard library only: model code and tools
 import it without importing fairseq or any patch.
 """
-
-
-class UserError(RuntimeError):
-    """A problem the message fully explains, with what to do instead."""
+from fairseq_fixes.errors import UserError
 
 
 class ConfigError(UserError, ValueError):
@@ -22,3 +19,6 @@ class ConfigError(UserError, ValueError):
 class ArgumentError(UserError, TypeError):
     """An argument of a Python call of a type it does not take (``translate(None)``); also a
     ``TypeError``, what Python code catches."""
+
+
+__all__ = ["ArgumentError", "ConfigError", "UserError"]

@@ -7,8 +7,10 @@
 # otherwise creates .venv/ inside the checkout. Installs the pinned CPU
 # torch, the ve-fairseq fork with --no-deps (its metadata asks for
 # torchaudio, which we never use and which would pull a CUDA torch), the
-# rest of requirements.txt, and this package in editable mode. A stamp
-# file makes a second run a no-op when requirements.txt is unchanged.
+# rest of requirements.txt, and this package (fairseq_luong and fairseq_fixes) in
+# editable mode. A stamp
+# file makes a second run a no-op when requirements.txt, setup.py and this
+# script are unchanged.
 set -euo pipefail
 
 _repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,7 +25,7 @@ else
 fi
 _py="$_venv/bin/python"
 _stamp="$_venv/.fairseq_luong_setup"
-_want="$(cat "$_repo/requirements.txt" "$_repo/scripts/setup.sh" | sha1sum | cut -d' ' -f1)"
+_want="$(cat "$_repo/requirements.txt" "$_repo/scripts/setup.sh" "$_repo/setup.py" | sha1sum | cut -d' ' -f1)"
 
 if [[ ! -f "$_stamp" ]] || [[ "$(cat "$_stamp")" != "$_want" ]]; then
   _t0=$(date +%s)

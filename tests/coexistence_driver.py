@@ -98,7 +98,7 @@ def main():
     if not spec["plugin"]:
         # fairseq alone cannot load its own checkpoints on torch >= 2.6 (weights_only by default):
         # the reference side allows exactly the globals they hold, as any user of today's torch must
-        # (the plugin does the same: fairseq_patches/checkpoints.py); weights_only stays on
+        # (the plugin does the same: fairseq_fixes/checkpoint_loading.py); weights_only stays on
         import argparse
 
         import numpy as np

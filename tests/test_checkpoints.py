@@ -11,7 +11,7 @@ from fairseq import checkpoint_utils
 from fairseq.data import data_utils
 
 import fairseq_luong  # noqa: F401  (allowlists, wraps the loader)
-from fairseq_luong.fairseq_patches.checkpoints import CheckpointLoadError
+from fairseq_fixes.checkpoint_loading import CheckpointLoadError
 
 
 def test_fairseq_checkpoint_contents_load_with_weights_only(tmp_path):

@@ -216,7 +216,7 @@ def test_interactive_reads_a_multilingual_tasks_positions_for_the_runs_direction
     every multilingual fairseq-interactive; tests/test_coexistence.py runs one)."""
     from types import SimpleNamespace
 
-    from fairseq_luong.fairseq_patches.interactive_long_lines import source_limit
+    from fairseq_fixes.interactive_long_lines import source_limit
 
     cfg = SimpleNamespace(task=SimpleNamespace(source_lang="de", target_lang="en"))
     assert source_limit({"en-de": (10, 11), "de-en": (12, 13)}, cfg) == 12

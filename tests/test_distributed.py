@@ -11,8 +11,8 @@ import torch
 from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+from fairseq_fixes import precision, torchrun
 from fairseq_luong.errors import UserError
-from fairseq_luong.fairseq_patches import distributed, precision
 from tests.helpers import USER_DIR, bin_path, run
 
 N_UPDATES = 6
@@ -109,25 +109,25 @@ def parse(*flags):
 
 
 def test_world_size_on_the_cpu_without_torchrun_gives_the_torchrun_command(monkeypatch):
-    for name in distributed.TORCHRUN_ENV:
+    for name in torchrun.TORCHRUN_ENV:
         monkeypatch.delenv(name, raising=False)
     cfg = parse("--cpu", "--distributed-world-size", "2")
     with pytest.raises(UserError, match=r"torchrun --standalone --nproc_per_node 2 --no-python fairseq-train"):
-        distributed.check_cpu_world_size(cfg)
+        torchrun.check_cpu_world_size(cfg)
 
 
 def test_torchrun_environment_sets_world_size_rank_and_gloo(monkeypatch):
     env_vars = {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
     for name, value in env_vars.items():
         monkeypatch.setenv(name, value)
-    assert distributed.launched_by_torchrun()
+    assert torchrun.launched_by_torchrun()
     cfg = parse("--cpu")
-    distributed.init_from_torchrun(cfg)
+    torchrun.init_from_torchrun(cfg)
     dt = cfg.distributed_training
     assert (dt.distributed_world_size, dt.distributed_rank, dt.device_id) == (4, 3, 1)
     assert (dt.distributed_init_method, dt.distributed_no_spawn, dt.distributed_backend) == ("env://", True, "gloo")
     with pytest.raises(UserError, match="torchrun started 4 processes"):
-        distributed.init_from_torchrun(parse("--cpu", "--distributed-world-size", "3"))
+        torchrun.init_from_torchrun(parse("--cpu", "--distributed-world-size", "3"))
 
 
 def test_precision_flags_on_the_cpu():

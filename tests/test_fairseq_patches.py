@@ -1,5 +1,6 @@
-"""fairseq_patches: one ordered list of every change to fairseq; the package top shows only
-fairseq's extension points and that list."""
+"""fairseq_fixes and fairseq_patches: one ordered list of the fixes of fairseq, a package of its
+own, and one of the plugin's checks, applied after it; the package top shows only fairseq's
+extension points and that list."""
 import os
 import subprocess
 import sys
@@ -12,14 +13,16 @@ import fairseq_cli.train
 import pytest
 import torch
 from fairseq import checkpoint_utils
+from fairseq.data import data_utils, iterators
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import BaseFairseqModel
 from fairseq.tasks import FairseqTask
 from fairseq.trainer import Trainer
 
+import fairseq_fixes
 import fairseq_luong
+from fairseq_fixes.patching import fairseq_cli_modules
 from fairseq_luong.fairseq_patches import apply_all
-from fairseq_luong.fairseq_patches.patching import fairseq_cli_modules
 
 
 def wrappers(function):
@@ -31,30 +34,31 @@ def wrappers(function):
     return chain
 
 
-# every fairseq function several patches wrap: the later patch in apply_all runs first (outside)
+# every fairseq function several patches wrap: the later patch runs first (outside); the plugin's
+# checks are applied after the fixes
 SHARED_TARGETS = {
     "load_checkpoint_to_cpu": (lambda: checkpoint_utils.load_checkpoint_to_cpu,
                                ["_remembering", "_check_keys", "_explained_errors"]),
     "load_model_ensemble_and_task": (lambda: checkpoint_utils.load_model_ensemble_and_task,
                                      ["_checked_ensemble", "_check_fit", "_named_missing_file"]),
     "Trainer.load_checkpoint": (lambda: Trainer.load_checkpoint,
-                                ["_restoring_the_count", "_taking_the_skipped_step", "_named_architectures",
-                                 "_checked_resume"]),
-    "Trainer.save_checkpoint": (lambda: Trainer.save_checkpoint, ["_saving_the_count", "_recording"]),
+                                ["_checked_resume", "_resuming", "_named_architectures"]),
+    "Trainer.save_checkpoint": (lambda: Trainer.save_checkpoint, ["_recording", "_saving_the_count"]),
     "Trainer.train_step": (lambda: Trainer.train_step,  # fairseq's metrics.aggregate innermost
                            ["_overflow_on_cpu", "_plan_update", "ContextDecorator.__call__"]),
     "call_main": (lambda: distributed_utils.call_main, ["_from_torchrun", "_fixing_precision"]),
     "FairseqTask.train_step": (lambda: FairseqTask.train_step, ["_amp_on_cpu", "_reseed_microbatch"]),
     "prepare_for_inference_": (lambda: BaseFairseqModel.prepare_for_inference_,
                                ["prepare_for_inference", "_precision_for_generation"]),
-    "interactive.main": (lambda: fairseq_cli.interactive.main, ["_marking_precision", "_no_soft_alignment"]),
+    "interactive.main": (lambda: fairseq_cli.interactive.main, ["_no_soft_alignment", "_marking_precision"]),
+    "train.main": (lambda: fairseq_cli.train.main, ["_checked_restore_file", "_named_divergence", "_locked"]),
     "interactive.make_batches": (lambda: fairseq_cli.interactive.make_batches,
                                  ["remember_interactive_sources", "_cutting_long_lines"]),
 }
 
 
 @pytest.mark.parametrize("target", sorted(SHARED_TARGETS))
-def test_wrappers_of_a_shared_target_stack_in_apply_alls_order(target):
+def test_wrappers_of_a_shared_target_stack_in_the_order_applied(target):
     get, outermost_first = SHARED_TARGETS[target]
     assert wrappers(get()) == outermost_first
 
@@ -63,17 +67,24 @@ def test_applying_twice_changes_nothing():
     before = {name: get() for name, (get, _) in SHARED_TARGETS.items()}
     before["torch_persistent_save"] = checkpoint_utils.torch_persistent_save
     before["PathManager"] = checkpoint_utils.PathManager
+    before["BackgroundConsumer"] = iterators.BackgroundConsumer
+    before["data_utils.np"] = data_utils.np
+    before["Tensor.cuda"] = torch.Tensor.cuda
     before["generate._main"] = fairseq_cli.generate._main
     before["from_pretrained"] = BaseFairseqModel.from_pretrained  # a classmethod: wrapped as one, once
+    fairseq_fixes._APPLIED["done"] = False  # apply() itself runs once: here its fixes run again
+    fairseq_fixes.apply()
     apply_all()
     assert {name: get() for name, (get, _) in SHARED_TARGETS.items()} | {
         "generate._main": fairseq_cli.generate._main, "torch_persistent_save": checkpoint_utils.torch_persistent_save,
-        "PathManager": checkpoint_utils.PathManager, "from_pretrained": BaseFairseqModel.from_pretrained} == before
+        "PathManager": checkpoint_utils.PathManager, "BackgroundConsumer": iterators.BackgroundConsumer,
+        "data_utils.np": data_utils.np, "Tensor.cuda": torch.Tensor.cuda,
+        "from_pretrained": BaseFairseqModel.from_pretrained} == before
     assert wrappers(BaseFairseqModel.from_pretrained) == ["_our_models_interface"]
 
 
 def test_from_pretrained_stays_a_classmethod_of_the_class_it_is_called_on(monkeypatch):
-    """hub.py wraps BaseFairseqModel.from_pretrained; fairseq's own TransformerModel still
+    """our_hub_interface.py wraps BaseFairseqModel.from_pretrained; fairseq's own TransformerModel still
     looks its pretrained names up in its own hub_models (a wrapper bound to the base class
     would look them up in the base's: none)."""
     from fairseq import hub_utils
@@ -106,7 +117,7 @@ import logging
 import sys
 import fairseq_luong.data.text, fairseq_luong.analysis.generate_output, fairseq_luong.analysis.training_log
 import fairseq_luong.errors, fairseq_luong.protocols.luong2015
-heavy = ("fairseq", "torch", "fairseq_luong.fairseq_patches", "fairseq_luong.models")
+heavy = ("fairseq", "torch", "fairseq_luong.fairseq_patches", "fairseq_luong.models", "fairseq_fixes.patching")
 print(sorted(m for m in heavy if m in sys.modules))
 import argparse
 import importlib
@@ -143,49 +154,123 @@ def test_cli_modules_include_main_when_the_command_runs_as_it(monkeypatch, how):
     assert fairseq_cli_modules("generate") == [fairseq_cli.generate]  # another command's module
 
 
-def test_the_docs_name_every_patch_that_apply_all_applies():
-    """apply_all is the one list; docs/architecture.md draws each of its calls and
-    docs/fairseq_patches.md has a row for each patch module: a patch added without its
-    line in either fails here."""
+def _calls(function):
     import inspect
     import re
 
-    from fairseq_luong import fairseq_patches
+    return re.findall(r"^\s+(\w+\.\w+)\(\)", inspect.getsource(function), re.M)
 
-    calls = re.findall(r"^\s+(\w+\.patch_\w+|\w+\.allow_\w+)\(\)", inspect.getsource(apply_all), re.M)
-    assert len(calls) >= 15
+
+def test_the_docs_name_every_patch_that_the_two_lists_apply():
+    """fairseq_fixes.apply and the plugin's apply_all are the two lists; docs/architecture.md
+    draws each of their calls and docs/fairseq_patches.md has a row for each patch module: a
+    patch added without its line in either fails here."""
+    calls = _calls(fairseq_fixes.apply) + _calls(apply_all)
+    assert len(calls) >= 30
     docs = Path(fairseq_luong.__file__).parents[1] / "docs"
     drawing = (docs / "architecture.md").read_text(encoding="utf-8")
     assert [c for c in calls if c not in drawing] == []
     index = (docs / "fairseq_patches.md").read_text(encoding="utf-8")
-    modules = sorted(p.name for p in Path(fairseq_patches.__file__).parent.glob("*.py")
-                     if p.name not in ("__init__.py", "__main__.py", "patching.py"))
-    assert [m for m in modules if f"| `{m}` |" not in index] == []
+    rows = [f"`{call.split('.')[0]}.py`" for call in calls]
+    assert [row for row in rows if row not in index] == []
 
 
-def test_every_patch_apply_all_applies_is_marked_a_fix_a_check_or_ours_as_the_docs_table_says(capsys):
-    """Each function apply_all calls carries its kind and what it acts on (patching.patch),
-    nothing marked is left out of apply_all, and docs/fairseq_patches.md's table is what
-    ``python -m fairseq_luong.fairseq_patches --markdown`` prints."""
-    import inspect
-    import re
-
-    from fairseq_luong.fairseq_patches import by_kind
+def test_every_patch_is_marked_and_listed_with_what_it_changes_as_the_docs_table_says(capsys):
+    """Each function the two lists call carries its kind and what it acts on (patching.patch),
+    nothing marked is left out of them; fairseq_fixes holds fixes only and the plugin checks and
+    patches of its own only; each patch recorded the names it wraps or replaces; and
+    docs/fairseq_patches.md's table is what ``python -m fairseq_luong.fairseq_patches
+    --markdown`` prints."""
+    from fairseq_fixes.__main__ import listing
+    from fairseq_fixes.patching import KINDS, PATCHES, by_kind
     from fairseq_luong.fairseq_patches.__main__ import main, markdown
-    from fairseq_luong.fairseq_patches.patching import KINDS, PATCHES
 
-    calls = re.findall(r"^\s+(\w+\.\w+)\(\)", inspect.getsource(apply_all), re.M)
-    assert len(calls) == len(set(calls)) >= 30
-    assert sorted(calls) == sorted(PATCHES)  # each call marked, each mark called
+    fixes, ours = _calls(fairseq_fixes.apply), _calls(apply_all)
+    assert len(fixes) == len(set(fixes)) >= 25 and len(ours) == len(set(ours)) >= 10
+    assert sorted(fixes + ours) == sorted(PATCHES)  # each call marked, each mark called
     assert all(p.kind in KINDS and len(p.acts_on) > 20 for p in PATCHES.values())
+    assert {PATCHES[c].package for c in fixes} == {"fairseq_fixes"} and {PATCHES[c].kind for c in fixes} == {"fix"}
+    assert {PATCHES[c].package for c in ours} == {"fairseq_luong"} and {PATCHES[c].kind for c in ours} == {
+        "check", "ours"}
+    # allow_checkpoint_globals adds to torch's list of safe globals: it wraps and replaces nothing
+    assert [p.name for p in PATCHES.values() if not p.targets] == ["checkpoint_loading.allow_checkpoint_globals"]
+    assert "torch.Tensor.cuda" in PATCHES["precision.patch_training_precision"].targets
     kinds = by_kind()
     assert set(kinds) == {"fix", "check", "ours"} and all(kinds.values())
     main([])  # python -m fairseq_luong.fairseq_patches
     listed = capsys.readouterr().out
     assert [name for name in PATCHES if f"  {name}: " not in listed] == []
+    assert [name for name in ours if f"  {name}: " in listing()] == []  # python -m fairseq_fixes: the fixes
     index = (Path(fairseq_luong.__file__).parents[1] / "docs" / "fairseq_patches.md").read_text(encoding="utf-8")
     marker = "<!-- python -m fairseq_luong.fairseq_patches --markdown -->\n"
     assert index.split(marker, 1)[1].split("\n<!-- end -->")[0] == markdown()
+
+
+# what the patches change, seen from outside: every name of fairseq, torch, numpy and sys bound to
+# another object by applying them is a target a patch recorded (patching.wrap_once, .replace)
+_CHANGED_NAMES = """
+import ast, importlib, inspect, json, pathlib, sys
+root = pathlib.Path(sys.argv[1])
+files = [*(root / "fairseq_fixes").glob("*.py"), *(root / "fairseq_luong" / "fairseq_patches").glob("*.py")]
+names = {"sys", "torch", "numpy"}
+for f in files:
+    for node in ast.walk(ast.parse(f.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+owners = {}
+for name in sorted(n for n in names if n.split(".")[0] in ("fairseq", "fairseq_cli", "torch", "numpy", "sys")):
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        continue
+    owners[name] = module
+    for key, value in list(vars(module).items()):
+        if inspect.isclass(value) and value.__module__.split(".")[0] in ("fairseq", "fairseq_cli", "torch"):
+            owners[f"{value.__module__}.{value.__qualname__}"] = value
+before = {(o, k): v for o, owner in owners.items() for k, v in list(vars(owner).items())}
+import fairseq_luong
+from fairseq_fixes.patching import PATCHES
+changed = sorted(f"{o}.{k}" for (o, k), v in before.items() if vars(owners[o]).get(k, v) is not v)
+print(json.dumps([changed, sorted({t for p in PATCHES.values() for t in p.targets})]))
+"""
+
+
+def test_every_name_the_patches_change_is_a_recorded_target():
+    """No patch binds a name of fairseq, torch or numpy (or sys) past the patching helpers: with
+    every module and class the patch modules import snapshotted before the plugin is imported,
+    each name bound to another object afterwards is one that ``python -m fairseq_fixes`` (or
+    the plugin's list) names. A replacement made by hand (``module.np = ...``) fails here."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", _CHANGED_NAMES, str(Path(fairseq_luong.__file__).parents[1])],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    changed, targets = json.loads(proc.stdout.splitlines()[-1])
+    assert len(changed) >= 40
+    assert [name for name in changed if name not in targets] == []
+
+
+def test_the_fixes_alone_fix_fairseq_without_the_plugin():
+    """``import fairseq_fixes`` before fairseq (or ``--user-dir fairseq_fixes``) applies the fixes
+    once fairseq is imported, and nothing of the plugin: no architecture, no check."""
+    code = """
+import sys
+import fairseq_fixes
+print([m for m in ("fairseq", "torch") if m in sys.modules])
+import fairseq, torch
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq_fixes.patching import PATCHES
+from fairseq import checkpoint_utils, options
+print(sorted({p.package for p in PATCHES.values()}), "luong_localp" in ARCH_MODEL_REGISTRY,
+      hasattr(checkpoint_utils.load_checkpoint_to_cpu, "__wrapped__"), hasattr(options.parse_args_and_arch,
+      "__wrapped__"), any(m.startswith("fairseq_luong") for m in sys.modules))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(fairseq_fixes.__file__).parents[1], env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-2:] == ["[]", "['fairseq_fixes'] False True False False"], proc.stdout
 
 
 def test_clipping_with_cpu_gradients_on_a_machine_with_cuda_sums_the_norm_where_they_are(monkeypatch):
@@ -252,7 +337,7 @@ def test_a_scripted_sequence_generator_compiles_and_runs_with_the_plugin():
 
 def test_train_and_interactive_main_take_a_namespace_as_fairseq_does(data_bin, tmp_path):
     """fairseq_cli.train.main and interactive.main convert a legacy argparse Namespace themselves
-    (fairseq's own tests call them so); long_runs.py's wrapper read cfg.checkpoint first
+    (fairseq's own tests call them so); long_runs.py's wrapper (now save_dir.py's) read cfg.checkpoint first
     (AttributeError: 'Namespace' object has no attribute 'checkpoint', nine of fairseq's RoBERTa
     tests), precision.py's cfg.common (32 of fairseq's translation tests, behind their failure to
     load a checkpoint on today's torch)."""
@@ -268,7 +353,7 @@ def test_train_and_interactive_main_take_a_namespace_as_fairseq_does(data_bin, t
     assert (tmp_path / "ckpt" / "checkpoint_last.pt").is_file()
 
     # and interactive.main, as fairseq's tests/utils.py generate_main calls it: a Namespace, and
-    # sys.stdin a StringIO (no .buffer: input_errors.py's UTF-8 reader read its bytes)
+    # sys.stdin a StringIO (no .buffer: interactive_input.py's UTF-8 reader read its bytes)
     import contextlib
     import io
 

@@ -1,5 +1,7 @@
-"""Faults of long runs and at fairseq's edges (fairseq_patches/long_runs.py,
-checkpoint_identity.py, option_checks.py, input_errors.py, precision.py, batching.py):
+"""Faults of long runs and at fairseq's edges (fairseq_fixes: save_dir.py,
+whole_checkpoints.py, divergence.py, clean_exit.py, resume_architecture.py, resume_state.py, precision.py,
+batching.py, interactive_input.py; the plugin's checkpoint_identity.py, option_checks.py, data_directories.py,
+restore_file.py):
 each a clear error naming the file, flag or value, nothing lost, nothing silent.
 
 fairseq runs in this process (tests.helpers.fairseq_cli) wherever the process itself is
@@ -154,7 +156,7 @@ def test_averaging_onto_a_full_disk_leaves_nothing_half_written(trained, tmp_pat
 
 # ------------------------------------------------------------------ the save-dir
 def test_save_dir_in_use_is_refused_and_a_killed_holder_leaves_no_lock(data_bin, tmp_path, one_thread):
-    from fairseq_luong.fairseq_patches.long_runs import LOCK_NAME, SaveDirLock
+    from fairseq_fixes.save_dir import LOCK_NAME, SaveDirLock
 
     save = tmp_path / "ckpt"
     with SaveDirLock(str(save)):  # another training holds it
@@ -344,7 +346,7 @@ def test_a_line_of_invalid_utf8_is_translated_with_a_warning_and_the_stream_goes
         f"H-{i}" for i in range(len(STREAM))]
     warned = [line for line in log.splitlines() if "not valid UTF-8" in line]
     assert warned == [
-        f"WARNING | fairseq_luong.fairseq_patches.input_errors | {tmp_path / 'in.txt'}:{n}: not valid UTF-8 ({why} at "
+        f"WARNING | fairseq_fixes.interactive_input | {tmp_path / 'in.txt'}:{n}: not valid UTF-8 ({why} at "
         f"byte {byte}): its bad bytes are read as U+FFFD (\ufffd), and the line is translated as such (H-{n - 1}); "
         "fairseq-interactive reads UTF-8 text" for n, why, byte in ((2, "invalid start byte", 7),
                                                                    (6, "invalid continuation byte", 1))]
@@ -421,7 +423,7 @@ def test_a_plateau_schedule_resumed_between_epochs_is_the_uninterrupted_one(data
     checkpoint_last.pt, trains at the rates (and to the validation losses) of the same run
     without the stop. fairseq saves that checkpoint before the epoch's plateau step and skips
     the step on resume (a halving one epoch late, a stale best), and loses --lr-patience's
-    count of bad epochs (fairseq_patches/plateau_resume.py). --lr-threshold 0.5: every epoch
+    count of bad epochs (fairseq_fixes/resume_state.py). --lr-threshold 0.5: every epoch
     after the first is a bad one."""
     args = [*PLATEAU, "--lr-patience", str(patience), "--seed", "1"]
     whole = epochs(train(str(data_bin / "bin"), tmp_path / "whole", *args, "--max-epoch", "5")[1])
@@ -437,7 +439,7 @@ def test_a_training_stopped_and_resumed_stops_early_where_the_uninterrupted_one_
     """--patience 2 at rate 0: every validation after the first is no better, so the training
     stops after epoch 3. Stopped after epoch 2 (one validation counted) and resumed, it stopped
     after epoch 5: fairseq does not save should_stop_early's best and count, and the resumed
-    process took epoch 3's validation as a new best (fairseq_patches/patience_resume.py)."""
+    process took epoch 3's validation as a new best (fairseq_fixes/resume_state.py)."""
     args = ["--patience", "2", "--lr", "0", "--seed", "1"]
     whole = train(str(data_bin / "bin"), tmp_path / "whole", *args, "--max-epoch", "9")[1]
     first = train(str(data_bin / "bin"), tmp_path / "stopped", *args, "--max-epoch", "2")[1]
@@ -456,7 +458,7 @@ def test_a_training_stopped_and_resumed_trains_on_the_uninterrupted_ones_batches
                                                                                  stop):
     """ve-fairseq built a process's batches from the permutation of the epoch it started at, so a
     training resumed after epoch 2 trained epochs 3 and 4 on other batches (its first update of
-    epoch 3 already differed; fairseq_patches/batching.py). Now every update's loss and the final
+    epoch 3 already differed; fairseq_fixes/batching.py). Now every update's loss and the final
     weights are those of the uninterrupted training, to the bit; also when it stopped inside an
     epoch (--max-update) and resumes from that epoch's next batch."""
     args = ["--dropout", "0.2", "--seed", "1", "--clip-norm", "5"]

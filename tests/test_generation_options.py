@@ -1,5 +1,5 @@
 """Generation options of fairseq-generate and fairseq-interactive do what they promise, or are
-refused in one line before any model is loaded (fairseq_patches/generation_options.py,
+refused in one line before any model is loaded (fairseq_fixes/generation_options.py,
 option_checks.py, length_limit.py), for every family: Luong global with and without input
 feeding, local-m, local-p, RNNsearch, the perSPE Transformer.
 
@@ -17,9 +17,9 @@ from fairseq.ngram_repeat_block import NGramRepeatBlock
 from fairseq.search import DiverseBeamSearch
 
 import fairseq_luong  # noqa: F401  (applies the patches)
+from fairseq_fixes.generation_options import banned_ngram_completions
 from fairseq_luong.analysis.generate_output import read_nbest
 from fairseq_luong.errors import ConfigError, UserError
-from fairseq_luong.fairseq_patches.generation_options import banned_ngram_completions
 from tests.helpers import (
     USER_DIR,
     bin_path,

@@ -70,7 +70,7 @@ def test_several_gpus_run_as_torchrun_processes_with_the_papers_batch(release, t
 
 def test_fp16_training_with_the_fused_criterion_through_the_recipe(release, tmp_path):
     """On a GPU the recipe trains with --fp16 and the fused criterion; here fairseq's float16
-    trainer on the CPU (what fairseq_luong/fairseq_patches/precision.py makes runnable): float16
+    trainer on the CPU (what fairseq_fixes/precision.py makes runnable): float16
     weights with float32 master copies, the loss is scaled, the loss falls, and eval translates
     and scores."""
     work = tmp_path / "work"

@@ -1,4 +1,4 @@
-"""The Python interface refuses what the command line refuses (fairseq_patches/hub.py,
+"""The Python interface refuses what the command line refuses (fairseq_patches/hub_checks.py,
 checkpoint_identity.py, model_overrides.py, segmentation.py, option_checks.py and
 models/hub_interface.py): each mistake a user makes through from_pretrained, translate, nbest or
 score is one line naming the file or keyword and what to give, for every family and every way
@@ -208,7 +208,7 @@ def mistake(case, family, data, folder):
         return ((ckpt,), _pieces(data, data_folder=None)), (
             f"data directory {ckpt} holds no binarized data (fairseq takes the language pair from file names such "
             "as train.en-de.en.idx): give the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt "
-            "and the binarized splits, or give -s SRC -t TGT")  # the translation task's own premise (input_errors.py)
+            "and the binarized splits, or give -s SRC -t TGT")  # the translation task's premise (data_directories.py)
     if case == "no bpe for a dictionary of pieces":
         return ((ckpt,), _pieces(data, bpe=None, sentencepiece_model=None)), (
             f"{bin_}/dict.en.txt holds SentencePiece pieces ('▁', '▁Four', '▁four', '▁Nineteen', ...), and "

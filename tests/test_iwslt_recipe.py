@@ -259,7 +259,7 @@ def test_a_training_stopped_by_max_epoch_and_raised_trains_on_to_the_weights_of_
     refused and trains nothing."""
     import torch
 
-    from fairseq_luong.fairseq_patches.checkpoints import checkpoint_safe_globals
+    from fairseq_fixes.checkpoint_loading import checkpoint_safe_globals
 
     def load(path):  # weights only, with the globals fairseq checkpoints hold
         with torch.serialization.safe_globals(checkpoint_safe_globals()):

@@ -67,7 +67,7 @@ def batches(task, split, max_positions=(12, 12)):
                                    ["--num-batch-buckets", "3"],
                                    ["--left-pad-target", "--num-batch-buckets", "3"]])
 def test_chunk_ids_follow_their_sentences_through_batching(data, extra):
-    """Also with --num-batch-buckets, which stopped with numpy 2 (fairseq_patches/batching.py)."""
+    """Also with --num-batch-buckets, which stopped with numpy 2 (fairseq_fixes/batching.py)."""
     path, chunks = data
     task = setup(path, *extra)
     seen = set()

@@ -7,11 +7,11 @@ import runpy
 
 import pytest
 
+from fairseq_fixes.unk_replacement import load_align_dict
 from fairseq_luong.analysis import bleu_by_length, text_files, training_log
 from fairseq_luong.analysis.alignment import read_links
 from fairseq_luong.analysis.generate_output import GenerateOutputError, read_generate_output, read_nbest
 from fairseq_luong.data import text
-from fairseq_luong.fairseq_patches.unk_replacement import load_align_dict
 from tests.helpers import REPO
 
 RECIPE_TOOLS = REPO / "examples" / "common" / "recipe_tools.py"

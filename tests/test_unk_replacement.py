@@ -1,4 +1,4 @@
-"""--replace-unk [DICT] through fairseq-generate and fairseq-interactive (fairseq_patches/unk_replacement.py).
+"""--replace-unk [DICT] through fairseq-generate and fairseq-interactive (fairseq_fixes/unk_replacement.py).
 
 The crafted model of ``diagonal_model`` (conftest.py) gives a known answer: the step that
 predicts target word t attends to source word t alone, in the ORIGINAL order (also with
@@ -101,7 +101,7 @@ def test_interactive_recovers_out_of_vocabulary_source_words(crafted, tmp_path):
 
 
 def test_replace_unk_dictionary_errors_name_file_and_line(tmp_path):
-    from fairseq_luong.fairseq_patches.unk_replacement import UnkReplacementError, load_align_dict
+    from fairseq_fixes.unk_replacement import UnkReplacementError, load_align_dict
 
     good = tmp_path / "good.txt"
     good.write_text("twenty\tZWANZIG\n\nseven SIEBEN\nNew York\tNew-York\n", encoding="utf-8")
@@ -116,7 +116,7 @@ def test_replace_unk_dictionary_errors_name_file_and_line(tmp_path):
 
 
 def test_replace_unks_by_hand():
-    from fairseq_luong.fairseq_patches.unk_replacement import replace_unks
+    from fairseq_fixes.unk_replacement import replace_unks
 
     tokens = ["<unk>", "x", "<unk>", "<unk>"]
     links = {0: 2, 1: 0, 2: 0}  # target 3 has no link (e.g. an empty source)

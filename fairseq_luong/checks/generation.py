@@ -22,8 +22,9 @@ import typing
 from fairseq.dataclass.configs import GenerationConfig
 from omegaconf import OmegaConf
 
+from fairseq_fixes.option_names import in_python_call, option, python_call
+
 from ..errors import ConfigError
-from .option_names import in_python_call, option, python_call
 
 
 def check_values(args):

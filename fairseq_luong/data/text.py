@@ -1,12 +1,12 @@
 """Raw text: the one line reader, the one control-character policy, the one normalisation.
 
-**Lines** (:func:`iter_lines`, :func:`read_lines`): only ``\\n`` ends a line, everywhere in
-the package, its scripts and recipes (a ``\\r`` just before it is part of that line end,
-``\\r\\n``). Python's text mode and ``str.splitlines`` also split at a lone ``\\r``,
-``\\x0b``, ``\\x1c``-``\\x1e``, ``\\x85`` and U+2028/9, which would shift every later line
-of one side against its translation. fairseq-preprocess (Python's text mode) splits at a
-lone ``\\r`` too; ``scripts/data/check_parallel.py`` reports every such ``\\r``, and on the
-files it passes, fairseq-preprocess reads exactly the lines this reader reads.
+**Lines** (:func:`iter_lines`, from ``fairseq_fixes/lines.py``, and :func:`read_lines`): only
+``\\n`` ends a line, everywhere in the package, its scripts and recipes (a ``\\r`` just before
+it is part of that line end, ``\\r\\n``). Python's text mode and ``str.splitlines`` also split
+at a lone ``\\r``, ``\\x0b``, ``\\x1c``-``\\x1e``, ``\\x85`` and U+2028/9, which would shift
+every later line of one side against its translation. fairseq-preprocess (Python's text mode)
+splits at a lone ``\\r`` too; ``scripts/data/check_parallel.py`` reports every such ``\\r``,
+and on the files it passes, fairseq-preprocess reads exactly the lines this reader reads.
 
 **Control characters** (:data:`CONTROL`): Unicode's category Cc except tab (whitespace) and
 the ``\\n`` that ends a line, and the line and paragraph separators U+2028/9;
@@ -25,9 +25,11 @@ import os
 import sys
 import unicodedata
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import List
 
 import regex
+
+from fairseq_fixes.lines import DataError, iter_lines  # noqa: F401 (the package's names for them)
 
 # the one control-character policy (module docstring)
 CONTROL = regex.compile(r"[^\P{Cc}\t\n]|[\u2028\u2029]")
@@ -35,10 +37,6 @@ LINE_BREAKING = regex.compile(r"[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _FORMAT = regex.compile(r"\p{Cf}")  # zero-width space, BOM, soft hyphen, direction marks
 # C1 controls: in web-crawled text (WMT's) they are mojibake, Windows-1252 bytes read as Latin-1
 C1 = regex.compile(r"[\x80-\x9f]")
-
-
-class DataError(ValueError):
-    """Input the data path cannot use; the message names the file and line."""
 
 
 def normalize_line(text: str) -> str:
@@ -91,39 +89,6 @@ def why_not_normalized(text: str) -> str:
     if unicodedata.normalize("NFKC", text) != text:
         return "it holds characters that NFKC composes (decomposed kana or accents)"
     return "it has spaces at an end or several in a row"
-
-
-def iter_lines(path, name=None,
-               on_invalid: Optional[Callable[[int, str], None]] = None) -> Iterator[Tuple[int, str]]:
-    """(line number, text without its ``\\n`` or ``\\r\\n``) for each line of ``path`` ('-': stdin).
-
-    Only ``\\n`` ends a line; any other ``\\r`` stays in the text. Bytes that are not UTF-8
-    raise :class:`DataError` naming the file and line, or, given ``on_invalid``, are
-    passed to ``on_invalid(line number, message)`` and read as U+FFFD. A file that cannot
-    be read raises :class:`DataError` naming it.
-    """
-    name = name or ("<stdin>" if path == "-" else str(path))
-    try:
-        f = sys.stdin.buffer if path == "-" else open(path, "rb")
-    except OSError as e:
-        raise DataError(f"cannot read {name}: {e.strerror}") from e
-    with contextlib.ExitStack() as stack:
-        if f is not sys.stdin.buffer:
-            stack.enter_context(f)
-        for lineno, raw in enumerate(f, 1):  # binary files split at b"\n" only
-            if raw.endswith(b"\n"):
-                raw = raw[:-1]
-            if raw.endswith(b"\r"):  # \r\n, or a last line ending in \r: fairseq's line end too
-                raw = raw[:-1]
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                message = f"not valid UTF-8 ({e.reason} at byte {e.start + 1})"
-                if on_invalid is None:
-                    raise DataError(f"{name}:{lineno}: {message}") from e
-                on_invalid(lineno, message)
-                text = raw.decode("utf-8", errors="replace")
-            yield lineno, text
 
 
 def read_lines(path) -> List[str]:

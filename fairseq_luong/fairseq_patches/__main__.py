@@ -1,32 +1,18 @@
-"""``python -m fairseq_luong.fairseq_patches``: every patch of fairseq, by kind, with what it acts on
+"""``python -m fairseq_luong.fairseq_patches``: every patch the plugin brings to fairseq, the fixes
+of ``fairseq_fixes`` included, by kind, with what each acts on and the names it wraps or replaces
 (``--markdown``: the table of docs/fairseq_patches.md)."""
-import argparse
+import fairseq  # noqa: F401 (the patches apply once fairseq is imported)
 
-from . import by_kind
-
-HEADINGS = {"fix": "fixes of fairseq (every fairseq model; its own results unchanged where fairseq worked)",
-            "check": "checks (one line, only where fairseq would ignore the value or fail on it)",
-            "ours": "the plugin's own models only"}
+import fairseq_fixes.__main__ as fixes_main
+import fairseq_luong  # noqa: F401
 
 
 def markdown():
-    rows = ["| patch | kind | acts on |", "|---|---|---|"]
-    for kind, patches in by_kind().items():
-        rows += [f"| `{p.name}` | {kind} | {p.acts_on} |" for p in patches]
-    return "\n".join(rows)
+    return fixes_main.markdown(package=None)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--markdown", action="store_true", help="one table, as docs/fairseq_patches.md has it")
-    args = parser.parse_args(argv)
-    if args.markdown:
-        print(markdown())
-        return
-    for kind, patches in by_kind().items():
-        print(f"{len(patches)} {HEADINGS[kind]}:")
-        for p in patches:
-            print(f"  {p.name}: {p.acts_on}")
+    fixes_main.main(argv, description=__doc__.split("\n\n")[0], package=None)
 
 
 if __name__ == "__main__":

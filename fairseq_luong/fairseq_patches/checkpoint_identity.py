@@ -31,8 +31,10 @@ from collections.abc import Mapping
 from fairseq import checkpoint_utils, tasks
 from fairseq.trainer import Trainer
 
+from fairseq_fixes.option_names import in_python_call
+from fairseq_fixes.patching import CHECK, patch, wrap_once
+
 from ..errors import UserError
-from .patching import CHECK, in_python_call, patch, wrap_once
 
 KEY = "fairseq_luong_data"
 

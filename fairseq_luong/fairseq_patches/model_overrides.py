@@ -25,8 +25,10 @@ import functools
 from fairseq import checkpoint_utils
 from omegaconf import DictConfig
 
+from fairseq_fixes.option_names import in_python_call
+from fairseq_fixes.patching import CHECK, patch, wrap_once
+
 from ..errors import UserError
-from .patching import CHECK, in_python_call, patch, wrap_once
 
 _MODEL_SETTINGS = {}  # checkpoint path -> the names of its model's settings, as _check_keys last read them
 # inside _check_keys: {"all", "model"} the names of the checkpoint's settings before fairseq applied the overrides

@@ -40,9 +40,10 @@ import functools
 
 from fairseq import options
 
+from fairseq_fixes.patching import CHECK, patch, wrap_once
+
 from ..checks.generation import check_generation, check_values
 from ..errors import ConfigError
-from .patching import CHECK, patch, wrap_once
 
 
 def _checking_values(parse_args_and_arch):

@@ -37,8 +37,9 @@ import os
 from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE
 from fairseq.tasks import FairseqTask
 
+from fairseq_fixes.patching import CHECK, patch, wrap_once
+
 from ..errors import UserError
-from .patching import CHECK, patch, wrap_once
 
 SPACE = "\u2581"  # SentencePiece's mark of a word's beginning
 MARKED = 0.01  # the share of a dictionary's text in pieces marked so, from which it holds such pieces

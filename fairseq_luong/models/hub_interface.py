@@ -18,7 +18,7 @@ the sequence generator on ``beam=0`` or ``translate(None)``): sentences are a st
 of str; generation options are fairseq-generate's, by keyword, with values it can use
 (``checks/generation.py``); ``nbest``'s ``n`` is one beam search can give. Each
 refusal is one line (an ``ArgumentError``, a ``TypeError``, for a type; a ``ConfigError``, a
-``ValueError``, for a value). What ``from_pretrained`` checks is in ``fairseq_patches/hub.py``.
+``ValueError``, for a value). What ``from_pretrained`` checks is in ``fairseq_patches/hub_checks.py``.
 
 Scores are natural logarithms, as fairseq computes them (fairseq-generate prints base 2).
 Pieces are the dictionary's symbols the model reads and writes (after ``--bpe``, e.g.

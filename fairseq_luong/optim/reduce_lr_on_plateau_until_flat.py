@@ -9,7 +9,7 @@ fixed number of reductions, whether or not the curve has flattened: in the Luong
 validation perplexity still falling 1.28 % over its last two epochs.
 
 This scheduler is the same schedule (it is ``reduce_lr_on_plateau``, and resumes as it does:
-``fairseq_patches/plateau_resume.py``) with one more stop: after an epoch's step, once the
+``fairseq_fixes/resume_state.py``) with one more stop: after an epoch's step, once the
 last ``--flat-epochs`` epochs were all trained at a rate already reduced at least
 ``--min-shrinks`` times **and** the validation metric fell by less than ``--flat-below`` over
 them, the rate is set to 0 and fairseq's ``--stop-min-lr 0`` ends the training (required:

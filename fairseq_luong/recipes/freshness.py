@@ -35,13 +35,13 @@ from typing import List, Optional, Sequence
 
 STAMP = "@@@ stamp"
 # not part of what a stamp covers: key files, markers, unfinished outputs, logs (fairseq-
-# preprocess writes its log into the data folder), the save-dir lock (fairseq_patches/long_runs.py)
+# preprocess writes its log into the data folder), the save-dir lock (fairseq_fixes/save_dir.py)
 SKIP = ("*.key", ".done", "*.part", "*.log", ".fairseq_luong.lock")
 HASH_CHARS = 16
 # A training's options that say only when it stops: fairseq-train resumed from
 # checkpoint_last.pt with a larger one goes on where it stopped, as the training that had it
 # from the start would have (the data order and the dropout seed follow the epoch and update
-# numbers; the plateau schedules resume exactly: fairseq_patches/plateau_resume.py,
+# numbers; the plateau schedules resume exactly: fairseq_fixes/resume_state.py,
 # tests/test_until_flat.py). Not --max-update: polynomial_decay, cosine and tri_stage read it
 # (their total_num_update); not with --quantization-config-path, which reads --max-epoch.
 BOUNDS = ("--max-epoch", "--stop-time-hours")

@@ -266,7 +266,7 @@ def load(spec, criterion=FAIRSEQ_LOSS):
             *(["--cpu"] if spec["device"] == "cpu" else [])]
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
     try:  # what fairseq-train's call_main does with the plugin: --bf16 / --fp16 made runnable
-        from fairseq_luong.fairseq_patches.precision import fix_precision_flags
+        from fairseq_fixes.precision import fix_precision_flags
     except ImportError:  # a --before checkout older than that patch
         pass
     else:

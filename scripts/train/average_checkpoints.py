@@ -110,7 +110,7 @@ def main(argv=None):
             if not os.path.isfile(path):
                 raise SystemExit(f"error: {path}: no such checkpoint file")
     state = average(paths)
-    try:  # the plugin's save: a whole file or none (fairseq_patches/long_runs.py)
+    try:  # the plugin's save: a whole file or none (fairseq_fixes/whole_checkpoints.py)
         checkpoint_utils.torch_persistent_save(state, args.output)
     except (UserError, OSError) as err:
         cause = err.__cause__ if isinstance(err, UserError) and err.__cause__ is not None else err

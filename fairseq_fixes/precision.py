@@ -14,7 +14,7 @@ What fairseq does with them, and what we change:
 * ``--fp16`` on the CPU dies at the first gradient overflow: the trainer's handler sets
   ``grad_norm = torch.tensor(0.0).cuda()`` (``Trainer.train_step``), which on a torch
   without CUDA raises ``Torch not compiled with CUDA enabled``. On the CPU, ``.cuda()``
-  inside a training step now leaves the tensor where it is: the step is skipped and the
+  inside a training step (in the thread that runs it) now leaves the tensor where it is: the step is skipped and the
   loss scale lowered, as on a GPU.
 * ``--amp`` autocasts with ``torch.cuda.amp.autocast``, which does nothing
   on the CPU: the run silently trains in float32. On the CPU we autocast the
@@ -36,7 +36,6 @@ Each change is logged. On a CPU without native bfloat16/float16 arithmetic
 (AVX2 only, like the test machine's) these flags only check that a GPU recipe
 runs; their speed on CPUs with native support is not measured here.
 """
-import contextlib
 import contextvars
 import functools
 import logging
@@ -109,15 +108,19 @@ def _amp_on_cpu(train_step):
     return wrapper
 
 
-@contextlib.contextmanager
-def _cuda_stays_on_cpu():
-    """``Tensor.cuda()`` returns the tensor itself while the block runs."""
-    cuda = torch.Tensor.cuda
-    torch.Tensor.cuda = lambda self, *args, **kwargs: self
-    try:
-        yield
-    finally:
-        torch.Tensor.cuda = cuda
+_CPU_TRAIN_STEP = contextvars.ContextVar("fairseq_fixes_cpu_train_step", default=False)
+
+
+def _stays_in_a_cpu_train_step(cuda):
+    """``Tensor.cuda()`` returns the tensor itself inside a training step on the CPU (in that
+    thread: fairseq's batch-collating threads are not affected); everywhere else it is torch's."""
+    @functools.wraps(cuda)
+    def wrapper(self, *args, **kwargs):
+        if _CPU_TRAIN_STEP.get():
+            return self
+        return cuda(self, *args, **kwargs)
+
+    return wrapper
 
 
 def _overflow_on_cpu(train_step):
@@ -125,8 +128,11 @@ def _overflow_on_cpu(train_step):
     def wrapper(self, *args, **kwargs):
         if not runs_on_cpu(self.cfg):
             return train_step(self, *args, **kwargs)
-        with _cuda_stays_on_cpu():  # fairseq's overflow handler: torch.tensor(0.0).cuda()
+        token = _CPU_TRAIN_STEP.set(True)  # fairseq's overflow handler: torch.tensor(0.0).cuda()
+        try:
             return train_step(self, *args, **kwargs)
+        finally:
+            _CPU_TRAIN_STEP.reset(token)
 
     return wrapper
 
@@ -146,7 +152,7 @@ def _no_cuda_scaler_on_cpu(init):
 # ------------------------------------------------------------------ generation
 
 # "bf16" or "amp" while fairseq-generate / fairseq-interactive run with that flag
-_GENERATION_PRECISION = contextvars.ContextVar("fairseq_luong_generation_precision", default=None)
+_GENERATION_PRECISION = contextvars.ContextVar("fairseq_fixes_generation_precision", default=None)
 
 
 def generation_precision(cfg):
@@ -208,9 +214,11 @@ def _amp_for_generation(inference_step):
 def patch_training_precision():
     """``call_main`` makes the flags runnable; ``FairseqTask.train_step`` autocasts on the CPU
     under ``--amp``; ``AMPOptimizer.__init__`` takes no CUDA gradient scaler on the CPU;
-    ``Trainer.train_step`` survives a gradient overflow on the CPU."""
+    ``Trainer.train_step`` survives a gradient overflow on the CPU (``Tensor.cuda`` leaves a
+    tensor where it is inside it)."""
     wrap_once(distributed_utils, "call_main", _fixing_precision)
     wrap_once(Trainer, "train_step", _overflow_on_cpu)
+    wrap_once(torch.Tensor, "cuda", _stays_in_a_cpu_train_step)
     wrap_once(FairseqTask, "train_step", _amp_on_cpu)
     wrap_once(AMPOptimizer, "__init__", _no_cuda_scaler_on_cpu)
 

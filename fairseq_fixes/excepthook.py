@@ -1,15 +1,14 @@
 """Errors in what the user gave (a file, a flag, a checkpoint) reach the terminal as one line.
 
-fairseq's command-line tools let every exception escape as a traceback: for a bad
-checkpoint or a wrong flag that is dozens of lines (46 for a refused checkpoint, with
+fairseq's command-line tools (0.12 and main) let every exception escape as a traceback: for a
+bad checkpoint or a wrong flag that is dozens of lines (46 for a refused checkpoint, with
 torch's chained unpickler error) around the one line that says what to do.
-``fairseq_luong.errors.UserError`` marks an error whose message is complete; the
-package's models, criterions, data readers and patches raise it (``ConfigError`` for
-option values). When one reaches the
-top of a fairseq command, the patched ``sys.excepthook`` (:func:`patch_excepthook`)
-prints ``PROG: error: MESSAGE`` and nothing else (exit status 1, as for any uncaught
-exception). Python callers still get an ordinary exception to catch.
-``FAIRSEQ_LUONG_TRACEBACK=1`` restores the full traceback for debugging.
+``fairseq_fixes.errors.UserError`` marks an error whose message is complete; the fixes raise
+it, and so may a plugin's models, data readers and checks. When one reaches the top of a
+fairseq command, the patched ``sys.excepthook`` (:func:`patch_excepthook`) prints ``PROG:
+error: MESSAGE`` and nothing else (exit status 1, as for any uncaught exception). Python
+callers still get an ordinary exception to catch. ``FAIRSEQ_FIXES_TRACEBACK=1`` (or the
+plugin's older name, ``FAIRSEQ_LUONG_TRACEBACK=1``) restores the full traceback for debugging.
 
 A closed output pipe (``fairseq-generate ... | head``) ended in a ``BrokenPipeError``
 traceback, and another at exit when Python flushed the output. When that error reaches the
@@ -24,7 +23,7 @@ import select
 import signal
 import sys
 
-from ..errors import UserError
+from .errors import UserError
 from .patching import FIX, patch, wrap_once
 
 
@@ -49,13 +48,17 @@ def end_as_a_closed_pipe_ends():
     os.kill(os.getpid(), signal.SIGPIPE)
 
 
+def _full_traceback():
+    return any(os.environ.get(name) for name in ("FAIRSEQ_FIXES_TRACEBACK", "FAIRSEQ_LUONG_TRACEBACK"))
+
+
 def _print_user_errors(hook):
     @functools.wraps(hook)
     def excepthook(exc_type, exc, tb):
         if issubclass(exc_type, BrokenPipeError) and stdout_reader_gone():
             end_as_a_closed_pipe_ends()
             return
-        if issubclass(exc_type, UserError) and not os.environ.get("FAIRSEQ_LUONG_TRACEBACK"):
+        if issubclass(exc_type, UserError) and not _full_traceback():
             prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
             print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
             return

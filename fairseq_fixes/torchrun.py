@@ -28,7 +28,7 @@ import torch
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 
-from ..errors import UserError
+from .errors import UserError
 from .patching import FIX, patch, runs_on_cpu, wrap_once
 
 logger = logging.getLogger(__name__)

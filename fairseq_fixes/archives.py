@@ -31,7 +31,7 @@ import tempfile
 
 from fairseq import file_utils
 
-from ..errors import UserError
+from .errors import UserError
 from .patching import FIX, patch, wrap_once
 
 

@@ -3,19 +3,19 @@
 Luong et al. (2015, section 4.1, after Jean et al. 2015 and Luong et al. 2015b) replace
 each ``<unk>`` of a translation by the source word it attends to most, or by that word's
 translation in a dictionary. fairseq has the flag, but in the fairseq we use it cannot
-work (upstream issue #3533): ``utils.replace_unk`` indexes fairseq's alignment, a list of
+work (fairseq 0.12 and main; upstream issue #3533): ``utils.replace_unk`` indexes fairseq's alignment, a list of
 (source, target) pairs or an empty tensor, as if it were one source position per target
 word (``TypeError: list indices must be integers or slices, not tuple``); the models are
 prepared without their attention unless ``--print-alignment`` is given; ``--replace-unk``
 without a file makes fairseq open a file named ``"@@ "``; and fairseq-interactive takes
 the source words from the token ids, so a source word outside the vocabulary is already
-``<unk>``. Importing fairseq_luong (``--user-dir``) changes, at the depth where each
+``<unk>``. Importing fairseq_fixes (``--user-dir``) changes, at the depth where each
 goes wrong:
 
 * ``utils.load_align_dict``: ``--replace-unk`` alone copies source words; ``DICT`` lines
   are ``source<TAB>target`` or fairseq's ``source target`` (errors name file and line);
 * ``BaseFairseqModel.prepare_for_inference_``: with ``--replace-unk`` models keep their
-  attention as with ``--print-alignment`` (luong_base has none: a clear error);
+  attention as with ``--print-alignment`` (a model without attention: a clear error);
 * ``FairseqTask.build_generator``: with ``--replace-unk``, :class:`UnkReplacingGenerator`
   gives every hypothesis (beam, ``--nbest``, ensembles: the averaged attention) fairseq's
   hard alignment, i.e. for each target token the source token of highest attention,
@@ -43,8 +43,8 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import FairseqTask
 from fairseq.tokenizer import tokenize_line
 
-from ..data.text import DataError, iter_lines
-from ..errors import UserError
+from .errors import UserError
+from .lines import DataError, iter_lines
 from .patching import FIX, fairseq_cli_modules, patch, wrap_once
 
 # what argparse stores for a bare ``--replace-unk`` (GenerationConfig's argparse_const)
@@ -167,7 +167,7 @@ def post_process_prediction(original):
                             extra_symbols_to_ignore)
         if not isinstance(alignment, UnkAlignment):
             raise UnkReplacementError(
-                "--replace-unk: this hypothesis has no alignment from fairseq_luong's generator "
+                "--replace-unk: this hypothesis has no alignment from fairseq_fixes' generator "
                 "(was the generator built by the task's build_generator?)"
             )
         words = alignment.source_words

@@ -3,12 +3,12 @@
 The same check runs for a command line and for a Python call (``from_pretrained``,
 ``translate``): inside :func:`python_call` its message names options as that call's keyword
 arguments (``max_len_b=5``), elsewhere as flags (``--max-len-b 5``), through :func:`option`.
-Standard library only: the models' Python interface and the patches both use it.
+Standard library only: fairseq_fixes' messages and a plugin's checks and Python interface use it.
 """
 import contextlib
 import contextvars
 
-_PYTHON_CALL = contextvars.ContextVar("fairseq_luong_python_call", default=None)
+_PYTHON_CALL = contextvars.ContextVar("fairseq_fixes_python_call", default=None)
 _NO_VALUE = object()
 
 

@@ -54,13 +54,13 @@ from fairseq.data import data_utils, language_pair_dataset, token_block_dataset
 from fairseq.tasks import FairseqTask
 from fairseq.trainer import Trainer
 
-from ..errors import UserError
-from .patching import FIX, patch, wrap_once
+from .errors import UserError
+from .patching import FIX, patch, replace, wrap_once
 
 logger = logging.getLogger(__name__)
 
 
-_MAKING_TRAIN_ITERATOR = contextvars.ContextVar("fairseq_luong_train_iterator", default=False)
+_MAKING_TRAIN_ITERATOR = contextvars.ContextVar("fairseq_fixes_train_iterator", default=False)
 _TRAINING_SETS = weakref.WeakSet()  # the datasets a Trainer trains on (their batches: fairseq's)
 
 
@@ -130,6 +130,9 @@ class _NumpyWithVersion1Names(types.ModuleType):
         return getattr(np, name)
 
 
+_NUMPY_WITH_VERSION_1_NAMES = _NumpyWithVersion1Names()
+
+
 def _marking_training_batches(get_train_iterator):
     @functools.wraps(get_train_iterator)
     def wrapper(*args, **kwargs):
@@ -158,8 +161,8 @@ def patch_numpy_2():
     numpy 1 names they use (numpy 2 only; numpy itself is not changed)."""
     if int(np.__version__.split(".")[0]) >= 2:
         for module in (data_utils, language_pair_dataset, token_block_dataset):
-            if module.np is np:
-                module.np = _NumpyWithVersion1Names()
+            if module.np is np or isinstance(module.np, _NumpyWithVersion1Names):
+                replace(module, "np", _NUMPY_WITH_VERSION_1_NAMES)
 
 
 def _batches_of_the_first_epoch(get_batch_iterator):

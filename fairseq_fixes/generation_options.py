@@ -1,5 +1,5 @@
-"""Beam-search options of fairseq-generate and fairseq-interactive that ran and ignored what
-they promise, or stopped with a traceback after a sentence finished.
+"""Beam-search options of fairseq-generate and fairseq-interactive (fairseq 0.12 and main) that ran
+and ignored what they promise, or stopped with a traceback after a sentence finished.
 
 * ``--no-repeat-ngram-size N`` blocked nothing: ``NGramRepeatBlock._no_repeat_ngram``
   (fairseq/ngram_repeat_block.py; the path taken on the CPU, and on a GPU whenever
@@ -25,26 +25,19 @@ they promise, or stopped with a traceback after a sentence finished.
   range`` from ``torch.topk`` in ``Sampling.step`` at the first step. Top-K of more words than
   there are is sampling from all of them: ``Sampling.__init__`` now keeps K at the vocabulary's
   size, with a warning.
-* ``--lm-path`` with a checkpoint that is not a language model, or one over another
-  dictionary: a ``TypeError`` from deep in the model at the first step, or a size mismatch,
-  or silently wrong scores where the sizes agree. ``SequenceGenerator.__init__`` now
-  refuses both in one line, before the first batch.
-
-Options beam search cannot honour at all are refused before any work, in
-``option_checks.py``.
+Options beam search cannot honour at all are left to fairseq (a plugin's checks may refuse them
+before any work: fairseq_luong's ``option_checks.py`` does).
 """
 import functools
 import logging
 import math
 
 import torch
-from fairseq.models import FairseqLanguageModel
 from fairseq.ngram_repeat_block import NGramRepeatBlock
 from fairseq.search import DiverseBeamSearch, LengthConstrainedBeamSearch, Sampling
 from fairseq.sequence_generator import SequenceGenerator
 
-from ..errors import UserError
-from .patching import CHECK, FIX, patch, wrap_once
+from .patching import FIX, patch, wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +79,10 @@ def _overlap_kept_in_batch_rows(step_fn):
         ids = original_batch_idxs if original_batch_idxs is not None else rows
         if step > 0:
             # the row each sentence still in the batch had at the previous step
-            previous = self._fairseq_luong_sample_ids
+            previous = self._fairseq_fixes_sample_ids
             kept = (ids.unsqueeze(1) == previous.unsqueeze(0)).int().argmax(dim=1)  # bsz
             self.group_overlap = self.group_overlap[kept.to(self.group_overlap.device)]
-        self._fairseq_luong_sample_ids = ids.clone()
+        self._fairseq_fixes_sample_ids = ids.clone()
         return step_fn(self, step, lprobs, scores, prev_output_tokens, rows)
 
     return step
@@ -138,24 +131,6 @@ def _topk_within_the_vocabulary(init):
     return __init__
 
 
-def _checked_language_model(init):
-    @functools.wraps(init)
-    def __init__(self, models, tgt_dict, *args, lm_model=None, **kwargs):
-        if lm_model is not None:
-            if not isinstance(lm_model, FairseqLanguageModel):
-                raise UserError(f"--lm-path: the checkpoint holds a {type(lm_model).__name__}, not a language "
-                                "model; train one on the target language (fairseq-train --task language_modeling "
-                                "on text binarized with the target dictionary)")
-            lm_words = lm_model.decoder.dictionary.symbols
-            if lm_words != tgt_dict.symbols:
-                raise UserError(f"--lm-path: the language model's dictionary ({len(lm_words)} words, dict.txt of "
-                                f"the data directory) is not the target dictionary ({len(tgt_dict)} words): "
-                                "its scores would go to other words")
-        init(self, models, tgt_dict, *args, lm_model=lm_model, **kwargs)
-
-    return __init__
-
-
 @patch(FIX, "--no-repeat-ngram-size without fairseq's CUDA extension, for every model")
 def patch_ngram_blocking():
     """``NGramRepeatBlock._no_repeat_ngram``: N-grams of the generated prefix are blocked."""
@@ -180,10 +155,3 @@ def patch_match_source_len():
 def patch_sampling_topk():
     """``Sampling.__init__``: top-K of at most the target vocabulary's words."""
     wrap_once(Sampling, "__init__", _topk_within_the_vocabulary)
-
-
-@patch(CHECK, "--lm-path with a translation checkpoint (fairseq: TypeError) or a language model over another "
-       "dictionary of the same size (wrong scores)")
-def patch_language_model():
-    """``SequenceGenerator.__init__``: --lm-path must be a language model over the target words."""
-    wrap_once(SequenceGenerator, "__init__", _checked_language_model)

@@ -1,32 +1,21 @@
-"""``from_pretrained`` checks what the command line checks, and fairseq's own gives the plugin's
-models their Python interface.
+"""``from_pretrained`` checks what the command line checks (a check).
 
 **The same checks as the command line** (:func:`patch_hub_loading`). fairseq's
 ``hub_utils.from_pretrained`` (which the plugin's classes, fairseq's
-``BaseFairseqModel.from_pretrained`` and a caller's own code all go through) checks nothing
-of what it is given: a model folder or data folder that does not exist fails inside fairseq
+``BaseFairseqModel.from_pretrained`` and a caller's own code all go through) checks nothing of
+what it is given: a model folder or data folder that does not exist fails inside fairseq
 (``TypeError: expected str, bytes or os.PathLike object, not NoneType``), a checkpoint file
 given as the folder in ``tarfile`` (``CompressionError``), ``bpe='sentencepiece'`` without its
-model in omegaconf (``MissingMandatoryValue``), a model file that is not there in
-``file_utils`` (``OSError``), a ``pathlib.Path`` as the data folder in ``str.startswith``
-(``AttributeError``: paths are now made str); and it passes no task, so the checks of the checkpoint's data
-ran only on the command line. We check the folders and files first, then load inside
-``patching.python_call("from_pretrained")``, so that each check fairseq's loading runs
-(``checkpoints.py``, ``model_overrides.py``, ``checkpoint_identity.py``: the direction, the
-dictionaries, the weights, an option that is not there) names ``from_pretrained``'s keyword,
-and last check the subword model against the dictionary (``segmentation.py``) and the
-generation options (``checks/generation.py``, for a task that generates with fairseq's beam
-search). Each refusal is one ``UserError``.
-
-**Our models' interface** (:func:`patch_from_pretrained`). fairseq's
-``BaseFairseqModel.from_pretrained`` (fairseq/models/fairseq_model.py) returns a
-``GeneratorHubInterface`` whatever the checkpoint holds: called on a base class
-(``fairseq.models.FairseqModel.from_pretrained``) for one of our checkpoints, it loses the
-interface the model's own class returns (``models/hub_interface.py``), and its ``score`` raises
-``TypeError`` and ``generate(print_alignment="hard")`` ``IndexError``. With the plugin, when
-every loaded model is one of ours, the same models come back as our ``TranslationHubInterface``
-(the loaded models, tasks and options, not loaded twice); anything else is left as fairseq
-returns it.
+model in omegaconf (``MissingMandatoryValue``), a model file that is not there in ``file_utils``
+(``OSError``), a ``pathlib.Path`` as the data folder in ``str.startswith`` (``AttributeError``:
+paths are now made str); and it passes no task, so the checks of the checkpoint's data ran only
+on the command line. We check the folders and files first, then load inside
+``python_call("from_pretrained")``, so that each check fairseq's loading runs (fairseq_fixes'
+``checkpoint_loading.py``, ``model_overrides.py``, ``checkpoint_identity.py``: the direction,
+the dictionaries, the weights, an option that is not there) names ``from_pretrained``'s keyword,
+and last check the subword model against the dictionary (``segmentation.py``) and the generation
+options (``checks/generation.py``, for a task that generates with fairseq's beam search). Each
+refusal is one ``UserError``.
 """
 import difflib
 import functools
@@ -35,14 +24,14 @@ import tarfile
 
 from fairseq import hub_utils
 from fairseq.data import encoders
-from fairseq.hub_utils import GeneratorHubInterface
-from fairseq.models import BaseFairseqModel
+
+from fairseq_fixes.checkpoint_loading import folder_holds
+from fairseq_fixes.option_names import python_call
+from fairseq_fixes.patching import CHECK, patch, wrap_once
 
 from ..checks.generation import check_generation_keywords
 from ..errors import UserError
 from . import segmentation
-from .checkpoints import folder_holds
-from .patching import CHECK, OURS, patch, python_call, wrap_once
 
 _SUBWORD_FILES = ("sentencepiece_model", "bpe_codes", "bpe_vocab", "bpe_merges")  # fairseq's own names
 _PREPROCESS = "the folder fairseq-preprocess wrote (its --destdir), which holds dict.SRC.txt and dict.TGT.txt"
@@ -151,20 +140,6 @@ def _checked_from_pretrained(from_pretrained):
     return wrapper
 
 
-def _our_models_interface(from_pretrained):
-    @functools.wraps(from_pretrained)
-    def wrapper(cls, *args, **kwargs):
-        # imported here: the patches are applied before the models are imported (register())
-        from ..models.hub_interface import TranslationHubInterface, TranslationHubModel
-
-        hub = from_pretrained(cls, *args, **kwargs)
-        if type(hub) is GeneratorHubInterface and all(isinstance(m, TranslationHubModel) for m in hub.models):
-            return TranslationHubInterface(hub.cfg, hub.task, list(hub.models))
-        return hub
-
-    return wrapper
-
-
 @patch(CHECK, "hub_utils.from_pretrained, for every model: a folder, file, subword model or option that is not "
        "there or does not fit, refused in one line; no dictionary asked for before the task says which it "
        "reads")
@@ -172,10 +147,3 @@ def patch_hub_loading():
     """``hub_utils.from_pretrained``: folders, files and options checked, and every check of
     loading in ``from_pretrained``'s terms."""
     wrap_once(hub_utils, "from_pretrained", _checked_from_pretrained)
-
-
-@patch(OURS, "FairseqModel.from_pretrained on one of the plugin's checkpoints: the interface our model classes "
-       "return; fairseq's own models keep theirs")
-def patch_from_pretrained():
-    """``BaseFairseqModel.from_pretrained`` (a classmethod): our models get our interface."""
-    wrap_once(BaseFairseqModel, "from_pretrained", _our_models_interface)

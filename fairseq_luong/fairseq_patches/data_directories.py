@@ -1,5 +1,5 @@
-"""One-line errors for a data directory that is not there and for ``--print-alignment soft``
-in fairseq-interactive.
+"""One-line errors for a data directory, dictionary or split that is not there, or cut short (a
+check).
 
 What fairseq does, and what we do instead (a ``UserError``: one line at the terminal):
 
@@ -18,31 +18,19 @@ What fairseq does, and what we do instead (a ``UserError``: one line at the term
   ``MMapIndexedDataset``, or a silent read past the end. ``data_utils.load_indexed_dataset``
   now checks each ``.idx``/``.bin`` pair against the sizes its header gives, and names the
   file, what it should hold and what it holds.
-* Text that is not UTF-8 on fairseq-interactive's input: under a C.UTF-8 locale the bad
-  bytes became ``<unk>`` without a word; under en_US.UTF-8 a ``UnicodeDecodeError``
-  traceback that ended the stream, losing the lines after it and those still in the
-  buffer. Its ``buffered_read`` now reads bytes and decodes each line itself, whatever the
-  locale: a bad byte becomes U+FFFD, with a warning naming the line (and its ``H-``
-  number), and every line before and after it is translated, one ``H-`` line each, at any
-  ``--buffer-size``.
-* ``fairseq-interactive --print-alignment soft`` translated the first line and then
-  stopped with ``ValueError: too many values to unpack`` (fairseq_cli/interactive.py
-  prints every alignment as ``source-target`` pairs; a soft alignment is a row of
-  weights per target token). fairseq-generate prints soft alignments; we refuse the
-  option in fairseq-interactive before any model is loaded, naming both alternatives.
 """
 import functools
 import logging
 import os
 import struct
-import sys
 
 from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import translation
 
-from ..data.text import DataError, iter_lines
+from fairseq_fixes.option_names import in_python_call
+from fairseq_fixes.patching import CHECK, patch, wrap_once
+
 from ..errors import UserError
-from .patching import CHECK, FIX, as_config, fairseq_cli_modules, in_python_call, patch, wrap_once
 
 logger = logging.getLogger(__name__)
 _PREPROCESS = "the --destdir of fairseq-preprocess, which holds dict.SRC.txt, dict.TGT.txt and the binarized splits"
@@ -160,50 +148,6 @@ def _checked_binarized(load):
     return load_indexed_dataset
 
 
-def _utf8_lines(buffered_read):
-    @functools.wraps(buffered_read)
-    def wrapper(input, buffer_size):
-        if input == "-" and not hasattr(sys.stdin, "buffer"):
-            # a text stream put in place of stdin (io.StringIO: fairseq's own tests): its text is
-            # decoded already, no locale to read it by; fairseq reads it as it is
-            yield from buffered_read(input, buffer_size)
-            return
-        name = "standard input" if input == "-" else input
-
-        def replaced(lineno, message):
-            logger.warning("%s:%d: %s: its bad bytes are read as U+FFFD (\ufffd), and the line is translated as "
-                           "such (H-%d); fairseq-interactive reads UTF-8 text", name, lineno, message, lineno - 1)
-
-        buffer = []
-        try:
-            for _, text in iter_lines(input, name=name, on_invalid=replaced):
-                buffer.append(text.strip())
-                if len(buffer) >= buffer_size:
-                    yield buffer
-                    buffer = []
-        except DataError as e:  # the input cannot be read at all
-            raise UserError(f"{e}: fairseq-interactive reads UTF-8 text, one sentence a line") from e
-        if buffer:
-            yield buffer
-
-    return wrapper
-
-
-def _no_soft_alignment(main):
-    @functools.wraps(main)
-    def wrapper(cfg, *args, **kwargs):
-        cfg = as_config(cfg)  # interactive.main takes a Namespace too
-        if getattr(cfg.generation, "print_alignment", None) == "soft":
-            raise UserError(
-                "--print-alignment soft: fairseq-interactive prints hard alignments only (its A- lines "
-                "are source-target pairs); use --print-alignment, or fairseq-generate --print-alignment "
-                "soft for the attention weights"
-            )
-        return main(cfg, *args, **kwargs)
-
-    return wrapper
-
-
 @patch(CHECK, "a data folder, split or dictionary that a task reads and lacks, or a binarized split cut short, for "
        "every task: one line naming it where fairseq raised")
 def patch_data_directories():
@@ -214,18 +158,3 @@ def patch_data_directories():
     wrap_once(Dictionary, "add_from_file", _named_missing_dictionary)
     wrap_once(translation, "load_langpair_dataset", _named_missing_split)
     wrap_once(data_utils, "load_indexed_dataset", _checked_binarized)
-
-
-@patch(FIX, "fairseq-interactive's input, for every model: UTF-8 whatever the locale, a bad byte a warning")
-def patch_interactive_input():
-    """fairseq-interactive's ``buffered_read``: lines decoded as UTF-8 whatever the locale;
-    a bad byte is replaced, with a warning naming the line."""
-    for module in fairseq_cli_modules("interactive"):
-        wrap_once(module, "buffered_read", _utf8_lines)
-
-
-@patch(CHECK, "fairseq-interactive --print-alignment soft (fairseq fails after the first line)")
-def patch_interactive_soft_alignment():
-    """fairseq-interactive's ``main``: ``--print-alignment soft`` is refused before any work."""
-    for module in fairseq_cli_modules("interactive"):
-        wrap_once(module, "main", _no_soft_alignment)

@@ -42,8 +42,9 @@ import numpy as np
 import torch
 from fairseq import checkpoint_utils
 
-from ..errors import UserError
-from .patching import FIX, in_python_call, patch, wrap_once
+from .errors import UserError
+from .option_names import in_python_call
+from .patching import FIX, patch, wrap_once
 
 
 class CheckpointLoadError(UserError):
@@ -95,7 +96,7 @@ _WRITES = "fairseq-train writes checkpoint_best.pt, checkpoint_last.pt and check
 _ZIP = b"PK\x03\x04"  # torch.save's format since torch 1.6
 _PICKLE_PROTOCOLS = tuple(bytes([0x80, n]) for n in range(2, 6))  # torch's legacy format starts with a pickle
 _LEGACY_MAGIC = b"\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"  # ... of torch's magic number, pickled first
-_LOADING = contextvars.ContextVar("fairseq_luong_loading_checkpoint", default=None)  # the path being loaded
+_LOADING = contextvars.ContextVar("fairseq_fixes_loading_checkpoint", default=None)  # the path being loaded
 
 
 def _not_a_checkpoint(path, what):
@@ -170,7 +171,7 @@ def _explain(path, err):
     if name:
         return (
             f"refusing to load checkpoint {path}: it holds {name}, which fairseq checkpoints "
-            "never contain (torch loads checkpoints with weights_only=True; fairseq_luong allows "
+            "never contain (torch loads checkpoints with weights_only=True; fairseq_fixes allows "
             "only argparse.Namespace and the numpy types fairseq stores besides tensors). "
             "Do not load it unless you made it yourself; then save its tensors and config again "
             "without that object"

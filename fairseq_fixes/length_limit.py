@@ -11,9 +11,10 @@ of fairseq-generate) and the flags that raise the limit.
 A ``--min-len`` above a batch's limit stopped fairseq with ``AssertionError: min_len
 cannot be larger than max_len``; where the limit grows with the source (``--max-len-a``)
 or is the model's, only the batch tells. Such a batch is now one line naming the flags
-(``option_checks.py`` refuses the case the command line shows, before any work).
+(a plugin's option check can refuse the case the command line shows, before any work:
+fairseq_luong's ``option_checks.py`` does).
 
-Both act on ``generate``, what fairseq's tasks, its hub interface and our translation interface
+Both act on ``generate``, what fairseq's tasks, its hub interface and a plugin's translation interface
 call: of ``SequenceGenerator`` and of ``SequenceGeneratorWithAlignment`` (``--print-alignment``),
 which overrides it (``unk_replacement.py``'s generator calls the base's). Not on ``_generate``:
 TorchScript compiles that one from its source when a generator is scripted (``forward`` calls
@@ -25,7 +26,7 @@ import logging
 
 from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithAlignment
 
-from ..errors import UserError
+from .errors import UserError
 from .patching import FIX, patch, wrap_once
 
 logger = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ line after it were lost. Such a line is now translated in a batch of its own, wi
 naming it; the other lines of its buffer are batched under ``--max-tokens`` as before. So
 with any ``--max-tokens`` and ``--buffer-size`` every input line gets exactly one ``H-`` line.
 
-Applied when the plugin is imported by fairseq-interactive (fairseq imports
-``--user-dir`` while parsing options, before ``main`` reads any input), for every model.
+Applied when fairseq-interactive imports the package (fairseq imports ``--user-dir`` while
+parsing options, before ``main`` reads any input), for every model.
 """
 import functools
 import logging
