@@ -45,6 +45,6 @@ def _import_and_apply():
 
 
 # at once when fairseq is imported already (--user-dir), else as soon as it is and no module of
-# this package is half-loaded (a module such as modules/luong_encoder.py imports fairseq in its
+# this package is half-loaded (a module such as modules/luong/encoder.py imports fairseq in its
 # first lines, and the models that register() imports need that module whole)
 after_fairseq(register, package=__name__)

@@ -2,8 +2,8 @@
 
 Each reference runs its paper's equations one target step and (for attention) one
 sentence at a time, straight from the model's parameters: no hoisted products, fused
-weights, cached keys, row schedule or windows gathered in a batch. The optimised
-decoders (``fairseq_luong/modules/luong_decoder.py``, ``rnnsearch_decoder.py``) must
+weights, cached keys, active rows or windows gathered in a batch. The optimised
+decoders (``fairseq_luong/modules/luong/decoder.py``, ``rnnsearch/decoder.py``) must
 give the same outputs and gradients (``tests/test_reference.py``). To change what a
 model computes, change its reference here first.
 
@@ -16,8 +16,8 @@ import math
 
 import torch
 
-from fairseq_luong.modules.attention_scores import ConcatScore, DotScore, GeneralScore, LocationScore
-from fairseq_luong.modules.luong_attention import LocalMAttention, LocalPAttention
+from fairseq_luong.modules.luong.attention import LocalMAttention, LocalPAttention
+from fairseq_luong.modules.luong.scores import ConcatScore, DotScore, GeneralScore, LocationScore
 
 # --------------------------------------------------------------------- scores
 
@@ -90,7 +90,7 @@ def luong_attend(dec, h, t, enc):
 
 def luong_reference(model, src_tokens, src_lengths, prev_output_tokens):
     """Luong, Pham & Manning (2015): section 3 and eq. 5-10, the step of
-    ``luong_decoder.py``'s docstring, one step at a time with ``nn.LSTM`` single steps.
+    ``luong/decoder.py``'s docstring, one step at a time with ``nn.LSTM`` single steps.
     Returns the logits, bsz x tgtlen x V."""
     dec = model.decoder
     enc = model.encoder(src_tokens, src_lengths)
@@ -156,7 +156,7 @@ def rnnsearch_encoder_reference(encoder, src_tokens):
     each sentence's tokens, first to last, padding after). Returns the annotations at
     the original padded positions (bsz x srclen x 2H, zeros on padding) and backward h_1.
     """
-    from fairseq_luong.modules.luong_encoder import source_order
+    from fairseq_luong.modules.luong.encoder import source_order
 
     bsz, srclen = src_tokens.size()
     order, length, start = source_order(src_tokens, encoder.padding_idx, encoder.eos_idx, reverse=False)
@@ -183,7 +183,7 @@ def rnnsearch_encoder_reference(encoder, src_tokens):
 
 def rnnsearch_reference(model, src_tokens, src_lengths, prev_output_tokens):
     """Bahdanau, Cho & Bengio (2014): the encoder of section 3.2 and the decoder step of
-    ``rnnsearch_decoder.py``'s docstring (appendix A.2.2), one step and one sentence at a
+    ``rnnsearch/decoder.py``'s docstring (appendix A.2.2), one step and one sentence at a
     time. Returns the logits, bsz x tgtlen x V."""
     enc, dec = model.encoder, model.decoder
     annotations, first, start, length = rnnsearch_encoder_reference(enc, src_tokens)

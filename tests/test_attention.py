@@ -5,14 +5,7 @@ import pytest
 import torch
 
 from fairseq_luong.errors import ConfigError
-from fairseq_luong.modules.attention_scores import (
-    ConcatScore,
-    DotScore,
-    GeneralScore,
-    LocationScore,
-    build_score,
-)
-from fairseq_luong.modules.luong_attention import (
+from fairseq_luong.modules.luong.attention import (
     AttentionalHidden,
     GlobalAttention,
     LocalMAttention,
@@ -21,6 +14,13 @@ from fairseq_luong.modules.luong_attention import (
     build_attention,
     masked_softmax,
     predictive_alignment,
+)
+from fairseq_luong.modules.luong.scores import (
+    ConcatScore,
+    DotScore,
+    GeneralScore,
+    LocationScore,
+    build_score,
 )
 
 torch.manual_seed(0)

@@ -4,9 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fairseq_luong.modules import input_feeding_loop, step_kernels
-from fairseq_luong.modules.luong_encoder import source_order
-from fairseq_luong.modules.row_schedule import RowSchedule, right_padded_lengths
+from fairseq_luong.modules.luong import input_feeding
+from fairseq_luong.modules.luong.encoder import source_order
+from fairseq_luong.modules.steps import ops as step_ops
+from fairseq_luong.modules.steps.active_rows import ActiveRows, right_padded_lengths
 from tests.helpers import (
     LUONG_ARCHS,
     build_model,
@@ -104,8 +105,8 @@ def test_training_batch_skipping_padded_steps_equals_each_sentence_alone(arch, e
     step (rows sorted by target length); outputs and gradients must equal running each
     sentence alone (no padding, nothing skipped)."""
     skipped = []
-    unpack = RowSchedule.unpack
-    monkeypatch.setattr(RowSchedule, "unpack",
+    unpack = ActiveRows.unpack
+    monkeypatch.setattr(ActiveRows, "unpack",
                         lambda self, packed: skipped.append(self.skips_padding) or unpack(self, packed))
     model, task = tiny(arch, *extra, "--dropout", "0")
     model.train()  # no alignments wanted: the packed path
@@ -190,7 +191,7 @@ def test_reverse_source_alignments_refer_to_original_positions(arch, left_pad, m
     tgts = [torch.tensor([7, 8, 9, 10, 11, 2]), torch.tensor([5, 6, 7, 8, 2])]
     queries = []  # (query: bsz x 1 x H, step) of every step, in the batch's row order
     attention = rev.decoder.attention
-    make_steps = input_feeding_loop.attention_steps
+    make_steps = input_feeding.attention_steps
 
     def spy(*args, **kwargs):
         steps = make_steps(*args, **kwargs)
@@ -203,7 +204,7 @@ def test_reverse_source_alignments_refer_to_original_positions(arch, left_pad, m
         steps.forward = step
         return steps
 
-    monkeypatch.setattr(input_feeding_loop, "attention_steps", spy)
+    monkeypatch.setattr(input_feeding, "attention_steps", spy)
     batch = collate([torch.cat([w, eos]) for w in words], tgts, src_d, tgt_d, left_pad)
     logits_r, attn_r = full_forward(rev, batch)
     by_hand = collate([torch.cat([w.flip(0), eos]) for w in words], tgts, src_d, tgt_d, left_pad)
@@ -272,12 +273,12 @@ def test_each_named_arch_sets_what_it_claims(arch):
 @pytest.mark.parametrize("arch,model", [("luong_global_general_wmt_en_de", "global_general_feed"),
                                         ("luong_localp_wmt_en_de", "localp_general_feed")])
 def test_paper_size_archs_are_the_protocols_models(arch, model):
-    """--arch X_wmt_en_de alone gives the model that fairseq_luong/protocols/luong2015.py's
+    """--arch X_wmt_en_de alone gives the model that fairseq_luong/paper_settings/luong2015.py's
     options give (size, initialisation, no output bias, reversal, dropout, attention)."""
     from fairseq import options
 
     from fairseq_luong.models.luong_lstm import LuongLSTMConfig
-    from fairseq_luong.protocols import luong2015
+    from fairseq_luong.paper_settings import luong2015
     from tests.helpers import USER_DIR, dict_dir
 
     def model_cfg(words):
@@ -395,7 +396,7 @@ def test_lstm_under_autocast_avoids_onednn_without_its_kernel(monkeypatch, has_k
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
     from fairseq_luong.modules import autocast_safe_lstm
-    from fairseq_luong.modules.luong_init import LSTM
+    from fairseq_luong.modules.layers import LSTM
 
     torch.manual_seed(0)
     layer = LSTM(8, 8, num_layers=2)
@@ -498,7 +499,7 @@ def trained_and_decoded(model, net_input):
 ])
 def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, monkeypatch):
     """On CUDA the input-feeding loop runs the cell and its backward in PyTorch's fused kernels
-    (``step_kernels.lstm_cell``); here CPU stand-ins for the kernels take their place (their
+    (``step_ops.lstm_cell``); here CPU stand-ins for the kernels take their place (their
     arguments, arithmetic and outputs: the workspace of activated gates the backward reads):
     training gives the eager cell's outputs and every gradient, and incremental decoding its
     outputs, with dropout."""
@@ -510,8 +511,8 @@ def test_the_fused_cuda_cell_path_computes_the_eager_cells_numbers(arch, extra, 
         with monkeypatch.context() as patches:
             if fused:
                 calls = []
-                patches.setattr(step_kernels, "fused_cell_here", lambda gates: True)
-                patches.setattr(input_feeding_loop, "fused_cell_here", lambda gates: True)
+                patches.setattr(step_ops, "fused_cell_here", lambda gates: True)
+                patches.setattr(input_feeding, "fused_cell_here", lambda gates: True)
                 patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell",
                                 lambda *a: calls.append("cell") or fused_lstm_cell_on_the_cpu(*a))
                 patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell_backward_impl",
@@ -543,8 +544,8 @@ def test_on_a_gpu_the_fused_cell_computes_the_eager_cells_numbers(dtype, tol, mo
             kernel = torch.ops.aten._thnn_fused_lstm_cell
             patches.setattr(torch.ops.aten, "_thnn_fused_lstm_cell", lambda *a: calls.append(1) or kernel(*a))
             if not fused:
-                patches.setattr(step_kernels, "fused_cell_here", lambda gates: False)
-                patches.setattr(input_feeding_loop, "fused_cell_here", lambda gates: False)
+                patches.setattr(step_ops, "fused_cell_here", lambda gates: False)
+                patches.setattr(input_feeding, "fused_cell_here", lambda gates: False)
             runs.append(trained_and_decoded(model, net_input))
             assert len(calls) == (2 * net_input[2].size(1) * 3 if fused else 0)
     for fused, eager in zip(*runs):

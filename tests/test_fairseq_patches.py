@@ -102,10 +102,10 @@ def test_package_top_shows_only_extension_points_and_the_patches():
     top = Path(fairseq_luong.__file__).parent
     entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}
     assert entries == {"__init__.py", "errors.py", "models", "modules", "criterions", "optim", "tasks", "data",
-                       "analysis", "checks", "fairseq_patches", "protocols", "recipes"}
+                       "analysis", "checks", "fairseq_patches", "paper_settings", "recipes"}
 
 
-@pytest.mark.parametrize("first", ["fairseq_luong.data.text", "fairseq_luong.modules.luong_encoder"])
+@pytest.mark.parametrize("first", ["fairseq_luong.data.text", "fairseq_luong.modules.luong.encoder"])
 def test_readers_load_neither_fairseq_nor_torch_and_fairseq_imported_later_finds_the_plugin(first):
     """Tools that read text, fairseq-generate output or train logs import no fairseq, no
     torch and no patch; when such a process imports fairseq afterwards (or fairseq's
@@ -116,7 +116,7 @@ def test_readers_load_neither_fairseq_nor_torch_and_fairseq_imported_later_finds
 import logging
 import sys
 import fairseq_luong.data.text, fairseq_luong.analysis.generate_output, fairseq_luong.analysis.training_log
-import fairseq_luong.errors, fairseq_luong.protocols.luong2015
+import fairseq_luong.errors, fairseq_luong.paper_settings.luong2015
 heavy = ("fairseq", "torch", "fairseq_luong.fairseq_patches", "fairseq_luong.models", "fairseq_fixes.patching")
 print(sorted(m for m in heavy if m in sys.modules))
 import argparse

@@ -201,7 +201,7 @@ class CountSyncs(TorchDispatchMode):
 def test_no_host_synchronisation_inside_the_step_loops(arch, extra, monkeypatch):
     """Issue 38's "no host synchronisation in the loop": training (forward and backward) and
     inference read values back to the host a fixed number of times per call, whatever the
-    target length (the encoder's lengths, the row schedule), and an incremental decoding step
+    target length (the encoder's lengths, the active rows), and an incremental decoding step
     (a beam step) never. On a GPU such a read stalls the launches until the device catches up."""
     torch.manual_seed(0)
     model, task, _ = build_model(arch, *(SIZES + extra if extra is not None else []))

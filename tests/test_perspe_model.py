@@ -8,11 +8,11 @@ from fairseq.data import data_utils
 from fairseq.modules import SinusoidalPositionalEmbedding
 from fairseq.sequence_generator import SequenceGenerator
 
-from fairseq_luong.modules.perspe_sinusoidal_positional_embedding import (
+from fairseq_luong.modules.perspe.positions import (
     PerturbedSinusoidalPositionalEmbedding,
     perturbed_sinusoid,
 )
-from fairseq_luong.modules.relative_position_bias import RelativePositionBias
+from fairseq_luong.modules.perspe.relative_position_bias import RelativePositionBias
 from tests.helpers import USER_DIR, save_dictionaries
 
 POSITIONS = ["spe", "none", "rpe", "perspe"]

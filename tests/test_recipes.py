@@ -133,7 +133,7 @@ def test_the_code_version_is_the_code_a_step_runs(tmp_path):
     for doc in ("README.md", "examples/wmt14_en_de/README.md", "tests/test_recipes.py", "examples/wmt14_en_de/run.sh"):
         (copy / doc).write_text((copy / doc).read_text() + "\n# a change\n")
     assert shell(versions, tmp_path, copy).splitlines() == before
-    attention = copy / "fairseq_luong" / "modules" / "luong_attention.py"
+    attention = copy / "fairseq_luong" / "modules" / "luong/attention.py"
     attention.write_text(attention.read_text() + "\n# a change\n")
     after = shell(versions, tmp_path, copy).splitlines()
     assert after[0] != before[0] and after[1] != before[1]  # training and translation
@@ -367,9 +367,9 @@ def test_spm_tool_trains_into_a_folder_that_does_not_exist_yet(tmp_path):
 
 
 def test_the_wmt_recipe_reads_its_rows_as_data_by_field(tmp_path):
-    """examples/wmt14_en_de/rows.py: the protocol's rows (fairseq_luong/protocols/luong2015.py)
+    """examples/wmt14_en_de/rows.py: the protocol's rows (fairseq_luong/paper_settings/luong2015.py)
     and RNNsearch, each field by name; `all` is what run.sh evaluates once, quoting and all."""
-    from fairseq_luong.protocols import luong2015
+    from fairseq_luong.paper_settings import luong2015
 
     rows = [sys.executable, str(REPO / "examples" / "wmt14_en_de" / "rows.py")]
     script = (f'eval "$({" ".join(rows)} all)"; printf "%s\\n" "${{ROW_NAMES[*]}}" '
@@ -386,12 +386,12 @@ def test_the_wmt_recipe_reads_its_rows_as_data_by_field(tmp_path):
 
 
 def test_the_perspe_recipe_and_the_study_train_the_papers_systems_as_the_protocol_writes_them():
-    """perSPE's systems are written once (fairseq_luong/protocols/oka2022.py): the recipe's
+    """perSPE's systems are written once (fairseq_luong/paper_settings/oka2022.py): the recipe's
     `systems` lists them, and the in-form study trains the protocol's two (with its own stopping
     rule added), as the results it published record."""
     import runpy
 
-    from fairseq_luong.protocols import oka2022
+    from fairseq_luong.paper_settings import oka2022
 
     study = runpy.run_path(str(REPO / "examples" / "luong2015_in_form" / "systems.py"), run_name="systems")
     for name, options in study["PERSPE_SYSTEMS"].items():
@@ -678,11 +678,11 @@ def test_rehearsal_ensemble_mixes_dropout_and_leaves_out_local_m_dot(rehearsal):
 
 def test_rehearsal_trains_every_model_with_the_protocol_written_in_luong2015(rehearsal):
     """Each model the WMT'14 rows trained holds, in its checkpoint, every setting of
-    fairseq_luong/protocols/luong2015.py (section 4.1): no output bias (eq. 6), U[-0.1, 0.1],
+    fairseq_luong/paper_settings/luong2015.py (section 4.1): no output bias (eq. 6), U[-0.1, 0.1],
     plain SGD at 1.0 on sentence-averaged gradients of 128 sentences, norm 5, the halving
     schedule of its dropout, reversal, its attention (local D = 10); the size excepted, which
     the rehearsal shrinks (TINY)."""
-    from fairseq_luong.protocols import luong2015
+    from fairseq_luong.paper_settings import luong2015
 
     release, cache, stubs, work, run, proc = rehearsal
     assert ENSEMBLE == luong2015.ENSEMBLE

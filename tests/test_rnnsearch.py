@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fairseq_luong.modules.bahdanau_gru import GRU, gru_update
-from fairseq_luong.modules.rnnsearch_decoder import maxout
+from fairseq_luong.modules.rnnsearch.decoder import maxout
+from fairseq_luong.modules.rnnsearch.gru import GRU, gru_update
 from tests.helpers import build_model, random_batch
 
 SIZES = ["--encoder-embed-dim", "6", "--encoder-hidden-size", "5", "--decoder-embed-dim", "7",

@@ -1,4 +1,4 @@
-"""The step loops' backward through time (``step_loop.py``) and their pieces (``step_kernels.py``).
+"""The step loops' backward through time (``steps/loop.py``) and their pieces (``step_ops.py``).
 
 The decoders with a step loop (Luong et al.'s input feeding, RNNsearch) run it without autograd
 and give its gradients themselves. ``test_reference.py`` checks them against the reference
@@ -14,8 +14,10 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from fairseq_luong.modules import cpu_sizes, step_kernels, step_loop
+from fairseq_luong.modules import cpu_sizes
 from fairseq_luong.modules.dropout import Dropout
+from fairseq_luong.modules.steps import loop as step_loop
+from fairseq_luong.modules.steps import ops as step_ops
 from tests.helpers import build_model, collate
 
 LUONG = ["--encoder-embed-dim", "3", "--encoder-hidden-size", "3", "--decoder-embed-dim", "2",
@@ -139,11 +141,11 @@ def test_the_eager_cell_and_its_backward_are_the_cells():
     h_want, c_want = lstm_cell_update(pre, c)
     dh, dc = torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64)
     grads = torch.autograd.grad((h_want * dh + c_want * dc).sum(), (pre, c), retain_graph=True)
-    h, c_t, saved = step_kernels.eager_lstm_cell(pre.detach(), c.detach())
+    h, c_t, saved = step_ops.eager_lstm_cell(pre.detach(), c.detach())
     assert torch.allclose(h, h_want) and torch.allclose(c_t, c_want)
-    d_pre, dc_prev = step_kernels.lstm_cell_backward(dh, dc, saved)
+    d_pre, dc_prev = step_ops.lstm_cell_backward(dh, dc, saved)
     assert torch.allclose(d_pre, grads[0]) and torch.allclose(dc_prev, grads[1])
-    d_pre, _ = step_kernels.lstm_cell_backward(dh, None, saved)  # c_t read by nothing else
+    d_pre, _ = step_ops.lstm_cell_backward(dh, None, saved)  # c_t read by nothing else
     assert torch.allclose(d_pre, torch.autograd.grad((h_want * dh).sum(), pre)[0])
 
 
@@ -156,13 +158,13 @@ def test_the_step_loops_dropout_draws_the_dropout_modules_masks(p):
     torch.manual_seed(3)
     want = module(x)
     torch.manual_seed(3)
-    got, mask = step_kernels.dropout_forward(x, p)
+    got, mask = step_ops.dropout_forward(x, p)
     assert torch.equal(got, want)
     grad = torch.randn(7, 5)
     x.requires_grad_()
     torch.manual_seed(3)
     d_want, = torch.autograd.grad(module(x), x, grad)
-    assert torch.equal(step_kernels.dropout_backward(grad, mask, p), d_want)
+    assert torch.equal(step_ops.dropout_backward(grad, mask, p), d_want)
 
 
 @pytest.mark.parametrize("slots", [5, 20])  # under and over the CPU's short rows (16)
@@ -176,7 +178,7 @@ def test_softmax_pieces_in_both_layouts(slots, dtype):
     want = torch.softmax(masked.to(dtype).double(), -1)
     grad = torch.randn(9, slots, dtype=torch.float64)
     d_want, = torch.autograd.grad((want * grad.to(dtype).double()).sum(), scores)
-    plan = step_kernels.MemoryPlan(slots, 3, dtype, torch.device("cpu"))
+    plan = step_ops.MemoryPlan(slots, 3, dtype, torch.device("cpu"))
     probs = plan.softmax(masked.detach().to(dtype))
     assert plan.short_rows == (slots < cpu_sizes.SOFTMAX_SHORT_ROW)
     assert probs.dtype == torch.promote_types(dtype, torch.float32)
@@ -192,10 +194,10 @@ def test_softmax_pieces_in_both_layouts(slots, dtype):
 def test_row_products(slots, width):
     torch.manual_seed(0)
     weights, rows, vectors = torch.randn(4, slots), torch.randn(4, slots, width), torch.randn(4, width)
-    plan = step_kernels.MemoryPlan(slots, width, torch.float32, torch.device("cpu"))
+    plan = step_ops.MemoryPlan(slots, width, torch.float32, torch.device("cpu"))
     assert plan.small == (slots * width < cpu_sizes.BMM_SCALAR_BELOW)
     assert torch.allclose(plan.weighted(weights, rows), torch.einsum("bs,bsc->bc", weights, rows), atol=1e-6)
-    assert torch.allclose(step_kernels.dot_rows(vectors, rows.transpose(1, 2)),
+    assert torch.allclose(step_ops.dot_rows(vectors, rows.transpose(1, 2)),
                           torch.einsum("bc,bsc->bs", vectors, rows), atol=1e-6)
 
 
@@ -204,7 +206,7 @@ def test_weighted_sums_over_a_transposed_softmax_give_bmm_contiguous_weights(mon
     is a batched product, and ATen's CPU bmm runs a scalar loop over a first operand strided
     across the batch (about 9x slower at 320 rows, 12 slots of 256): the weights it gets, in the
     forward and as the scores' gradient in the backward, are contiguous."""
-    plan = step_kernels.MemoryPlan(12, 256, torch.float32, torch.device("cpu"))
+    plan = step_ops.MemoryPlan(12, 256, torch.float32, torch.device("cpu"))
     assert plan.short_rows and not plan.small
     seen = []
     bmm = torch.bmm

@@ -102,9 +102,9 @@ declare -A SPLIT_FILE=([valid]=tst2012 [test]=tst2013)
 # The anchors' vocabularies: every word seen at least THRESHOLD times in train (TF NMT's and
 # Joey NMT's vocab.{en,vi}: 17,188 and 7,706 words, and <unk> <s> </s>); no padding words
 THRESHOLD=5
-# Luong et al. 2015, section 4.1, written once in fairseq_luong/protocols/luong2015.py: the
+# Luong et al. 2015, section 4.1, written once in fairseq_luong/paper_settings/luong2015.py: the
 # training pairs of at most 50 words a side (TF NMT trains on 50 words too)
-MAX_WORDS="$(python -S -c "import ast,sys; t=ast.parse(open(sys.argv[1]).read()); print(next(n.value.value for n in t.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'MAX_WORDS'))" "$REPO/fairseq_luong/protocols/luong2015.py")"
+MAX_WORDS="$(python -S -c "import ast,sys; t=ast.parse(open(sys.argv[1]).read()); print(next(n.value.value for n in t.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'MAX_WORDS'))" "$REPO/fairseq_luong/paper_settings/luong2015.py")"
 
 # system_flags NAME: MODEL=(the model's fairseq-train options), all at --units (2 layers): the
 # encoder bidirectional (UNITS/2 a direction, as TF NMT's and Joey NMT's), the decoder's input

@@ -50,7 +50,7 @@ from verdicts import (
 )
 
 from fairseq_luong.data.text import read_lines
-from fairseq_luong.protocols import luong2015
+from fairseq_luong.paper_settings import luong2015
 
 
 def fmt(x, spec=".2f", none="-"):

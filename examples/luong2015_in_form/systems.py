@@ -11,9 +11,9 @@ import math
 import os
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from fairseq_luong.protocols import bahdanau2014, luong2015, oka2022
+from fairseq_luong.paper_settings import bahdanau2014, luong2015, oka2022
 
-# The protocol (Luong et al. 2015, section 4.1: fairseq_luong/protocols/luong2015.py) at
+# The protocol (Luong et al. 2015, section 4.1: fairseq_luong/paper_settings/luong2015.py) at
 # small scale, trained to convergence. What differs from the paper's, and why:
 #
 # The schedule. The paper trains 10 epochs (12 with dropout) and halves the rate every epoch after
@@ -63,7 +63,7 @@ LAYERS = ["--encoder-layers", "2", "--decoder-layers", "2"]
 # the paper's initialisation, output layer and optimiser, with the study's schedule
 PAPER_TRAIN = luong2015.INIT + luong2015.optimizer()
 # RNNsearch (Bahdanau et al. 2014): its own initialisation (appendix B.1) and optimiser
-# (appendix B.2: fairseq_luong/protocols/bahdanau2014.py), the same schedule
+# (appendix B.2: fairseq_luong/paper_settings/bahdanau2014.py), the same schedule
 RNNSEARCH_TRAIN = bahdanau2014.optimizer()
 # The optimiser of every KFTT row (Table 6 and Figure 2, RNNsearch's too). The paper's SGD at 1.0
 # learns KFTT too slowly for 2 cores: a 2 x 256 local-p pilot with the study's schedule (the
@@ -152,7 +152,7 @@ ENSEMBLE = [("m30k_global_location", 3), ("m30k_global_location_feed", 3), ("m30
 AER_SYSTEMS = ["kftt_global_location_feed", "kftt_localm_general_feed", "kftt_localp_general_feed"]
 FIG2_SYSTEMS = [("RNNsearch", "kftt_rnnsearch"), ("RNNencdec (luong_base)", "kftt_base_dropout"),
                 ("global (location)", "kftt_global_location_feed"), ("local-p (general)", "kftt_localp_general_feed")]
-# perSPE's SPE/SPE and SPE/perSPE (k = 1, per phrase), as fairseq_luong/protocols/oka2022.py writes them
+# perSPE's SPE/SPE and SPE/perSPE (k = 1, per phrase), as fairseq_luong/paper_settings/oka2022.py writes them
 PERSPE_SYSTEMS = {name: list(oka2022.BY_NAME[name].options) for name in ("spe_spe", "spe_perspe")}
 PERSPE_SEEDS = (1, 2, 3)
 # perSPE trains with its recipe's preset (examples/perspe: PRESET=small, Adam with an inverse

@@ -132,8 +132,8 @@ recipe_init
 train_launcher "$GPUS"  # several GPUs: torchrun starts one fairseq-train process per GPU
 
 # The paper's systems (encoder/decoder positions), the table and BLEU the paper reports
-# for each: fairseq_luong/protocols/oka2022.py
-SYSTEMS_PY=(python -m fairseq_luong.protocols.oka2022)
+# for each: fairseq_luong/paper_settings/oka2022.py
+SYSTEMS_PY=(python -m fairseq_luong.paper_settings.oka2022)
 mapfile -t SYSTEM_NAMES < <("${SYSTEMS_PY[@]}" names)
 is_system() { local n; for n in "${SYSTEM_NAMES[@]}"; do [[ "$n" == "$1" ]] && return 0; done; return 1; }
 system_options() {  # system_options NAME: OPTIONS=(the named system's options), or die

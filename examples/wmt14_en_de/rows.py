@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The rows of the WMT'14 recipe's table, as data: the paper's rows of Tables 1, 2, 4 and 6
-(``fairseq_luong.protocols.luong2015.ROWS``) and RNNsearch beside them.
+(``fairseq_luong.paper_settings.luong2015.ROWS``) and RNNsearch beside them.
 
 run.sh asks this file, never a string it cuts:
 
@@ -17,7 +17,7 @@ import argparse
 import shlex
 import sys
 
-from fairseq_luong.protocols.luong2015 import ROWS, Row
+from fairseq_luong.paper_settings.luong2015 import ROWS, Row
 
 RNNSEARCH = Row("rnnsearch", ("rnnsearch",), "no", None, None,
                 "RNNsearch-50 (Bahdanau et al. 2014) with the same data and evaluation", None, "test")

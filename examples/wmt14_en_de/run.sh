@@ -87,13 +87,13 @@ declare -A SACREBLEU_SET=([test]=wmt14 [test1]=wmt15)
 
 # --------------------------------------------------------------------------
 # Models (section 4.1) and the rows of Tables 1, 2 and 4 that use them: written once, in
-# fairseq_luong/protocols/luong2015.py (the in-form study and the *_wmt_en_de archs read it
+# fairseq_luong/paper_settings/luong2015.py (the in-form study and the *_wmt_en_de archs read it
 # too): 4 layers x 1000 cells, 1000-dim embeddings, U[-0.1, 0.1], no output bias (eq. 6),
 # plain SGD lr 1.0 on the gradient averaged over the batch's *sentences*, batches of 128,
 # gradient norm rescaled to 5, 10 epochs halving the lr every epoch after the 5th (with
 # dropout 0.2: 12 epochs, halving after the 8th), sentences <= 50 words.
-PROTOCOL=(python -m fairseq_luong.protocols.luong2015)
-MAX_WORDS="$(python -c 'from fairseq_luong.protocols.luong2015 import MAX_WORDS; print(MAX_WORDS)')"
+PROTOCOL=(python -m fairseq_luong.paper_settings.luong2015)
+MAX_WORDS="$(python -c 'from fairseq_luong.paper_settings.luong2015 import MAX_WORDS; print(MAX_WORDS)')"
 # one process per GPU, the batch split over them; only checkpoint_last.pt and
 # checkpoint_best.pt are kept (an epoch checkpoint of 4 x 1000 is ~0.45 GB in fp16)
 RUN_FLAGS=(--skip-invalid-size-inputs-valid-test --log-interval 100 --distributed-world-size "$GPUS"
@@ -105,7 +105,7 @@ model_flags() {
   if [[ "$m" == rnnsearch ]]; then
     # Bahdanau et al. 2014 (RNNsearch-50), section 4.2 and appendix B.2; the paper gives
     # training time (about 5 days), not epochs: 10 epochs here
-    out="$(python -m fairseq_luong.protocols.bahdanau2014 --epochs 10 --gpus "$GPUS")" || die "bahdanau2014 protocol"
+    out="$(python -m fairseq_luong.paper_settings.bahdanau2014 --epochs 10 --gpus "$GPUS")" || die "bahdanau2014 protocol"
     mapfile -t MODEL_ARGS <<< "$out"
     MODEL_ARGS=(--arch rnnsearch_wmt "${MODEL_ARGS[@]}" "${RUN_FLAGS[@]}")
     return

@@ -23,7 +23,7 @@ from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
 
 from ..errors import ConfigError
-from ..modules.perspe_sinusoidal_positional_embedding import phrase_offsets, token_phrase_ids
+from ..modules.perspe.positions import phrase_offsets, token_phrase_ids
 
 logger = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ from fairseq.models import (
 )
 
 from ..errors import ConfigError
-from ..modules.attention_scores import build_score
-from ..modules.luong_attention import build_attention
-from ..modules.luong_decoder import LuongDecoder
-from ..modules.luong_encoder import LuongEncoder
-from ..modules.luong_init import build_embeddings, init_uniform_
-from ..protocols import luong2015
+from ..modules.layers import build_embeddings, init_uniform_
+from ..modules.luong.attention import build_attention
+from ..modules.luong.decoder import LuongDecoder
+from ..modules.luong.encoder import LuongEncoder
+from ..modules.luong.scores import build_score
+from ..paper_settings import luong2015
 from .hub_interface import TranslationHubModel
 
 ATTENTION_TYPE_CHOICES = ChoiceEnum(["global", "local_m", "local_p"])
@@ -251,7 +251,7 @@ def luong_localp(args):
 
 
 def _paper_size(args):
-    """Section 4.1 (``protocols/luong2015.py``): 4 layers x 1000 cells, 1000-dim embeddings,
+    """Section 4.1 (``paper_settings/luong2015.py``): 4 layers x 1000 cells, 1000-dim embeddings,
     dropout 0.2, reversed source, softmax(W_s h~_t) without a bias (eq. 6); the uniform
     [-0.1, 0.1] initialisation and D = 10 are every arch's defaults."""
     for side in ("encoder", "decoder"):

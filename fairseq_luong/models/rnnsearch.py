@@ -4,8 +4,8 @@
 (arXiv:1409.0473). A bidirectional GRU encoder (section 3.2), a GRU decoder with an
 additive alignment model queried with the previous decoder state (section 3.1), and
 a deep output with a maxout hidden layer (appendix A.2.2). Modules:
-``modules/rnnsearch_encoder.py``, ``modules/rnnsearch_decoder.py``,
-``modules/bahdanau_gru.py``; the attention is the Luong family's
+``modules/rnnsearch/encoder.py``, ``modules/rnnsearch/decoder.py``,
+``modules/rnnsearch/gru.py``; the attention is the Luong family's
 ``GlobalAttention(ConcatScore)``. Named architectures at the bottom of the file.
 """
 from dataclasses import dataclass, field
@@ -14,10 +14,10 @@ import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
 
-from ..modules.bahdanau_gru import GRU
-from ..modules.luong_init import build_embeddings, init_uniform_, zero_padding_rows_
-from ..modules.rnnsearch_decoder import RNNsearchDecoder
-from ..modules.rnnsearch_encoder import RNNsearchEncoder
+from ..modules.layers import build_embeddings, init_uniform_, zero_padding_rows_
+from ..modules.rnnsearch.decoder import RNNsearchDecoder
+from ..modules.rnnsearch.encoder import RNNsearchEncoder
+from ..modules.rnnsearch.gru import GRU
 from .hub_interface import TranslationHubModel
 
 DEEP_OUTPUT_STATE_CHOICES = ChoiceEnum(["previous", "current"])

@@ -40,10 +40,10 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
 from ..errors import ConfigError
-from ..modules.perspe_sinusoidal_positional_embedding import (
+from ..modules.perspe.positions import (
     PerturbedSinusoidalPositionalEmbedding,
 )
-from ..modules.relative_position_bias import (
+from ..modules.perspe.relative_position_bias import (
     RelativePositionBias,
     RelativePositionDecoderLayer,
     RelativePositionEncoderLayer,

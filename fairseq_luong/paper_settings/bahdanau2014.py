@@ -22,7 +22,7 @@ def train(epochs: int, gpus: int = 1) -> List[str]:
 
 
 def main(argv=None):
-    """python -m fairseq_luong.protocols.bahdanau2014 --epochs E [--gpus N]: the options, one a line."""
+    """python -m fairseq_luong.paper_settings.bahdanau2014 --epochs E [--gpus N]: the options, one a line."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

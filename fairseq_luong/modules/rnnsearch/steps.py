@@ -1,11 +1,11 @@
 """RNNsearch's decoder loop for one call: forward, and backward through time.
 
-The recurrence of ``rnnsearch_decoder.py``'s docstring (Bahdanau et al. 2014, appendix A):
+The recurrence of ``rnnsearch/decoder.py``'s docstring (Bahdanau et al. 2014, appendix A):
 
-  c_i = attention(s_{i-1}, h)                     concat score, eq. 5-6 (``step_attention.py``)
-  s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])             A.2.1 (``bahdanau_gru.py``)
+  c_i = attention(s_{i-1}, h)                     concat score, eq. 5-6 (``luong/step_attention.py``)
+  s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])             A.2.1 (``rnnsearch/gru.py``)
 
-run by :class:`RNNsearchSteps` without autograd, in the dtype of one call (``step_loop.py``).
+run by :class:`RNNsearchSteps` without autograd, in the dtype of one call (``steps/loop.py``).
 The embedding half of the GRU's input products comes in computed for every step at once
 (``x_gates``: W [E y; .] + b) and its gradient goes out the same way; per step the context's
 input product, the two recurrent products and the gates; in the backward their gradients, and
@@ -18,26 +18,25 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from .input_feeding_loop import _rows
-from .row_schedule import RowSchedule
-from .step_attention import attention_steps
-from .step_kernels import aten
+from ..luong.step_attention import attention_steps
+from ..steps.active_rows import ActiveRows
+from ..steps.ops import aten, padded_rows
 
 
 class RNNsearchSteps:
-    """One call's RNNsearch loop; the engine of ``step_loop.run_steps``.
+    """One call's RNNsearch loop; the engine of ``steps.loop.run_steps``.
 
-    x_gates: (sum of rows) x 3H, packed; s0: bsz x H; memory: the attention's, rows in schedule
+    x_gates: (sum of rows) x 3H, packed; s0: bsz x H; memory: the attention's, rows in active_rows
     order. ``forward`` returns, packed, the state the deep output reads at each step (s_{i-1},
     or s_i with ``readout_current``) and the contexts c_i ((sum of rows) x H and x C), and,
-    unless the schedule skips padded steps, the last state (bsz x H).
+    unless the active rows skip padded steps, the last state (bsz x H).
     """
 
-    def __init__(self, decoder, x_gates: Tensor, s0: Tensor, memory, schedule: RowSchedule,
+    def __init__(self, decoder, x_gates: Tensor, s0: Tensor, memory, active_rows: ActiveRows,
                  step0: int, need_weights: bool):
         self.save = torch.is_grad_enabled()
         dtype = x_gates.dtype
-        self.schedule = schedule
+        self.active_rows = active_rows
         self.x_gates, self.s0 = x_gates, s0.to(dtype)
         self.readout_current = decoder.deep_output_from_current
         E = decoder.embed_tokens.embedding_dim
@@ -47,7 +46,7 @@ class RNNsearchSteps:
         U_zr_t, U_t = gru.recurrent_weights()  # H x 2H, H x H
         self.U_zr_t, self.U_t = U_zr_t.to(dtype), U_t.to(dtype)
         self.attention = attention_steps(decoder.attention, memory, dtype, self.save, need_weights, step0)
-        self.return_final = schedule.full
+        self.return_final = active_rows.full
 
     def inputs(self) -> List[Tensor]:
         return [self.x_gates, self.s0, self.W_ctx_t, self.U_zr_t, self.U_t, *self.attention.inputs()]
@@ -63,7 +62,7 @@ class RNNsearchSteps:
         self.states, self.rs, self.contexts = states, rs_all, contexts = [], [], []
         readouts: List[Tensor] = []
         offset, rows = 0, s.size(0)
-        for n in self.schedule.active:
+        for n in self.active_rows.active:
             if n != rows:  # sentences ended: their rows are the last ones
                 s = s[:n]
                 rows = n
@@ -95,13 +94,13 @@ class RNNsearchSteps:
         W_ctx, U_zr, U = self.W_ctx_t.t(), self.U_zr_t.t(), self.U_t.t()
         d_gates: List[Tensor] = []  # per step, last first: rows x 3H
         attention.begin_backward()
-        active = self.schedule.active
-        offset, rows = self.schedule.total_rows, active[-1]
+        active = self.active_rows.active
+        offset, rows = self.active_rows.total_rows, active[-1]
         for t in range(len(active) - 1, -1, -1):
             n = active[t]
             offset -= n
             if n != rows:
-                ds = _rows(ds, n)
+                ds = padded_rows(ds, n)
                 rows = n
             zr, candidate, step = saved[t]
             s = self.states[t]
@@ -138,7 +137,7 @@ class RNNsearchSteps:
                 torch.cat(self.contexts).t().mm(d_gates_all),  # W's context columns, transposed: C x 3H
                 states.t().mm(d_gates_all[:, :2 * H]),  # U_zr^T: H x 2H
                 torch.cat(self.rs).t().mm(d_gates_all[:, 2 * H:]),  # U^T: H x H
-                *attention.finish(states, self.schedule.unpack_sorted)]
+                *attention.finish(states, self.active_rows.unpack_sorted)]
 
 
 def _tanh_backward_(grad, output, out):

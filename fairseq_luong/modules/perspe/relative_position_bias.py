@@ -24,7 +24,7 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import Tensor
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 
 class RelativePositionBias(nn.Module):

@@ -13,9 +13,9 @@ Every attention is an :class:`Attention`: ``precompute(...)`` builds the
   alignment a_t over the padded source positions (``bsz x tgtlen x srclen``,
   exactly zero on padding and, for local attention, outside the window).
 
-The score function (``attention_scores.py``) is pluggable and declares what it
+The score function (``luong/scores.py``) is pluggable and declares what it
 needs; the softmax (:func:`softmax_wide`), eq. 9 and eq. 10 live here, once, for the
-attention modules and the step loops (``step_attention.py``) alike; each has one backward,
+attention modules and the step loops (``luong/step_attention.py``) alike; each has one backward,
 the step loops'. The attentional hidden state of eq. 5 is :class:`AttentionalHidden`.
 """
 from typing import NamedTuple, Optional, Tuple
@@ -25,10 +25,11 @@ import torch.nn as nn
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from ..errors import ConfigError
-from . import cpu_sizes
-from .attention_scores import AttentionScore
-from .luong_init import Linear
+from ...errors import ConfigError
+from .. import cpu_sizes
+from ..layers import Linear
+from ..steps.ops import at_least_float32, softmax_wide
+from .scores import AttentionScore
 
 
 class SourceMemory(NamedTuple):
@@ -47,16 +48,6 @@ class SourceMemory(NamedTuple):
     def map_rows(self, select) -> "SourceMemory":
         """``select`` (a row selection: index_select, narrowing) applied to every field."""
         return SourceMemory(*(None if field is None else select(field) for field in self))
-
-
-def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
-def softmax_wide(scores: Tensor, dim: int) -> Tensor:
-    """The alignment's softmax over ``dim``, in float32 or wider (fp16/bf16 stay finite, as in
-    fairseq's ``AttentionLayer``); slots scored -inf get exactly 0. Its result stays wide."""
-    return torch.softmax(scores, dim, dtype=_at_least_float32(scores.dtype))
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
@@ -118,7 +109,7 @@ def predictive_alignment(h: Tensor, W_p: Tensor, v_p: Tensor, src_len: Tensor):
     times = torch.mm if h.dim() == 2 else torch.matmul
     hidden = torch.tanh(times(h, W_p.t()))  # ... x H
     logit = times(hidden, v_p.t()).squeeze(-1)  # ...
-    sig = torch.sigmoid(logit.to(_at_least_float32(logit.dtype)))
+    sig = torch.sigmoid(logit.to(at_least_float32(logit.dtype)))
     return src_len.to(sig.dtype) * sig, (hidden, sig)
 
 
@@ -200,7 +191,7 @@ class LocalAttention(Attention):
     def scores_whole(self, srclen: int) -> bool:
         """Whether a memory of ``srclen`` slots is scored whole (all but the window masked)
         rather than the window gathered: at most ``cpu_sizes.LOCAL_DENSE_UP_TO`` windows long
-        (read at every call). The step loops ask this too (``step_attention.LocalSteps``)."""
+        (read at every call). The step loops ask this too (``luong.step_attention.LocalSteps``)."""
         return srclen <= cpu_sizes.LOCAL_DENSE_UP_TO * self.offsets.numel()
 
     def forward(self, query, memory, step0, need_weights):
@@ -276,7 +267,7 @@ class LocalMAttention(LocalAttention):
     def aligned_position(self, query, memory, step0):
         last = (memory.length - 1).unsqueeze(1)  # bsz x 1
         t = torch.arange(step0, step0 + query.size(1), device=query.device).unsqueeze(0)
-        return torch.minimum(t, last).to(_at_least_float32(query.dtype))  # bsz x tgtlen
+        return torch.minimum(t, last).to(at_least_float32(query.dtype))  # bsz x tgtlen
 
 
 class LocalPAttention(LocalAttention):

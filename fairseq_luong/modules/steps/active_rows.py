@@ -4,14 +4,14 @@ In training a batch's targets are right-padded to the longest one. A decoder
 whose step t depends on step t - 1 (input feeding, RNNsearch) runs a Python
 loop over the steps; running every row at every step would spend gate,
 attention and output work on padding (13% of Multi30k's batch tokens).
-:class:`RowSchedule` sorts the rows by length, longest first, so that the
+:class:`ActiveRows` sorts the rows by length, longest first, so that the
 sentences still going at step t are the first ``rows(t)`` rows, narrows the
 loop's state when sentences end, and puts the outputs back at their original
-row and step. The decoders' step loops (``input_feeding_loop.py``,
-``rnnsearch_loop.py``) read ``active`` (the rows of each step) and keep their
+row and step. The decoders' step loops (``luong/input_feeding.py``,
+``rnnsearch/steps.py``) read ``active`` (the rows of each step) and keep their
 per-step tensors *packed*, step after step ((sum of rows(t)) x ...:
 ``pack_batch_major``, ``unpack``, ``unpack_sorted``); RNNsearch's encoder loop
-uses the per-step views (``per_step``, ``at_step``, ``pack``). The schedule is
+uses the per-step views (``per_step``, ``at_step``, ``pack``). The active rows are
 tested once against running each sentence alone (``tests/test_equivalence.py``).
 
 Without lengths (incremental decoding, alignments wanted, left-padded or
@@ -52,23 +52,23 @@ def right_padded_lengths(tokens: Tensor, pad: int) -> Optional[Tensor]:
     return lengths
 
 
-class RowSchedule:
+class ActiveRows:
     """The rows each step runs: all of them, or (with ``lengths``) those still going.
 
     Use (a step loop with autograd; the decoders' loops use ``active`` and the packed forms)::
 
-        schedule = RowSchedule.for_targets(prev_output_tokens, pad, skip_padding)
-        state = schedule.sort(state)                  # batch-first tensors, rows sorted
-        inputs = schedule.per_step(step_inputs)       # tgtlen x bsz x ... -> step t: rows(t) x ...
-        for t in schedule.steps():
-            state = schedule.at_step(t, state)        # narrowed when sentences end at t
+        active_rows = ActiveRows.for_targets(prev_output_tokens, pad, skip_padding)
+        state = active_rows.sort(state)                  # batch-first tensors, rows sorted
+        inputs = active_rows.per_step(step_inputs)       # tgtlen x bsz x ... -> step t: rows(t) x ...
+        for t in active_rows.steps():
+            state = active_rows.at_step(t, state)        # narrowed when sentences end at t
             ...
-        out = schedule.unpack(schedule.pack(outputs)) # bsz x tgtlen x ..., original rows
+        out = active_rows.unpack(active_rows.pack(outputs)) # bsz x tgtlen x ..., original rows
     """
 
     def __init__(self, bsz: int, tgtlen: int, lengths: Optional[Tensor] = None):
         self.bsz, self.tgtlen = bsz, tgtlen
-        self.order: Optional[Tensor] = None  # schedule row -> original row
+        self.order: Optional[Tensor] = None  # active row -> original row
         self.active: List[int] = [bsz] * tgtlen  # rows running at step t (non-increasing)
         self._indices = {}  # _index's, by batch_major
         if lengths is not None:
@@ -77,7 +77,7 @@ class RowSchedule:
             self.active = (lengths.unsqueeze(0) > steps.unsqueeze(1)).sum(1).tolist()  # tgtlen
 
     @classmethod
-    def for_targets(cls, prev_output_tokens: Tensor, pad: int, skip_padding: bool) -> "RowSchedule":
+    def for_targets(cls, prev_output_tokens: Tensor, pad: int, skip_padding: bool) -> "ActiveRows":
         bsz, tgtlen = prev_output_tokens.size()
         lengths = right_padded_lengths(prev_output_tokens, pad) if skip_padding else None
         return cls(bsz, tgtlen, lengths)
@@ -95,13 +95,13 @@ class RowSchedule:
         return self.active[t]
 
     def sort(self, state):
-        """``state``'s batch-first tensors with their rows in schedule order."""
+        """``state``'s batch-first tensors with their rows in active-row order."""
         if self.order is None:
             return state
         return map_batch(lambda x: x.index_select(0, self.order), state)
 
     def per_step(self, inputs: Tensor) -> List[Tensor]:
-        """Step-major inputs (tgtlen x bsz x ..., rows in schedule order) as one tensor per
+        """Step-major inputs (tgtlen x bsz x ..., rows in active-row order) as one tensor per
         step holding the rows that run then. Unbound, not indexed: indexing step t of the
         whole tensor would give a zero-filled full-size gradient per step in the backward."""
         steps = inputs.unbind(0)
@@ -142,18 +142,18 @@ class RowSchedule:
         return index
 
     def sort_states(self, states: Tensor) -> Tensor:
-        """Recurrent states layers x bsz x ... with their rows in schedule order."""
+        """Recurrent states layers x bsz x ... with their rows in active-row order."""
         return states if self.order is None else states.index_select(1, self.order)
 
     def pack_batch_major(self, x: Tensor) -> Tensor:
-        """Batch-first inputs (bsz x tgtlen x ..., rows in schedule order) -> packed (one copy)."""
+        """Batch-first inputs (bsz x tgtlen x ..., rows in active-row order) -> packed (one copy)."""
         if self.full:  # -> tgtlen*bsz x ..., step-major
             return x.transpose(0, 1).reshape((self.tgtlen * self.bsz,) + x.shape[2:])
         flat = x.reshape((self.bsz * self.tgtlen,) + x.shape[2:])  # bsz*tgtlen x ...
         return flat.index_select(0, self._index(batch_major=True))
 
     def pack_steps(self, steps: Tensor) -> Tensor:
-        """Step-major inputs (tgtlen x bsz x ..., rows in schedule order) -> packed: the rows
+        """Step-major inputs (tgtlen x bsz x ..., rows in active-row order) -> packed: the rows
         that run at each step, step after step ((sum of rows(t)) x ...)."""
         flat = steps.reshape((self.tgtlen * self.bsz,) + steps.shape[2:])  # tgtlen*bsz x ...
         return flat if self.full else flat.index_select(0, self._index(batch_major=False))

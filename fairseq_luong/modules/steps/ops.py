@@ -1,8 +1,8 @@
 """The pieces of the recurrent step loops, each as a forward and its backward, without autograd.
 
-The input-feeding loop (``input_feeding_loop.py``) and RNNsearch's loop (``rnnsearch_loop.py``)
+The input-feeding loop (``luong/input_feeding.py``) and RNNsearch's loop (``rnnsearch/steps.py``)
 run their steps with autograd off and walk them back in their own ``torch.autograd.Function``
-(``step_loop.py``): every piece here computes one step's values and keeps only what its
+(``steps/loop.py``): every piece here computes one step's values and keeps only what its
 backward reads; the backward turns the gradient of its outputs into the gradient of its inputs.
 Weight gradients are not formed here: the loops collect the inputs and output gradients of each
 product over the steps and form them after the loop, one matrix product a weight.
@@ -16,16 +16,28 @@ few operations as it can be.
 from typing import Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from . import cpu_sizes
-from .dropout import dropout_noise
-from .luong_attention import softmax_wide
+from .. import cpu_sizes
+from ..dropout import dropout_noise
 
 aten = torch.ops.aten
 _tanh_backward = aten.tanh_backward.default
 _tanh_backward_ = aten.tanh_backward.grad_input
 _sigmoid_backward_ = aten.sigmoid_backward.grad_input
+
+# ----------------------------------------------------------------- the alignment's softmax
+def at_least_float32(dtype: torch.dtype) -> torch.dtype:
+    return torch.promote_types(dtype, torch.float32)
+
+
+def softmax_wide(scores: Tensor, dim: int) -> Tensor:
+    """The alignment's softmax over ``dim``, in float32 or wider (fp16/bf16 stay finite, as in
+    fairseq's ``AttentionLayer``); slots scored -inf get exactly 0. Its result stays wide."""
+    return torch.softmax(scores, dim, dtype=at_least_float32(scores.dtype))
+
+
 
 # ----------------------------------------------------------------- dropout
 
@@ -82,7 +94,7 @@ class MemoryPlan:
 
     def softmax(self, scores: Tensor) -> Tensor:
         """softmax over the slots (rows x N) in float32 or wider (``masked_softmax`` of
-        ``luong_attention.py``; the mask is already in the scores as -inf): the probabilities,
+        ``luong/attention.py``; the mask is already in the scores as -inf): the probabilities,
         as :meth:`softmax_backward` reads them (N x rows when ``short_rows``)."""
         if self.short_rows:
             return softmax_wide(scores.t(), 0)  # N x rows
@@ -198,3 +210,14 @@ def eager_lstm_cell_backward(dh: Tensor, dc: Optional[Tensor], saved, scratch):
     if rows == 1:  # scratch (reused) unless one row makes the transposed buffer contiguous already
         d_pre = d_pre.clone()
     return d_pre, d_c.mul_(f)
+
+
+# ----------------------------------------------------------------- a state's rows
+def padded_rows(x, n: int):
+    """Gradients of a state (a tensor, None, or a list of them) with ``n`` rows: the rows of
+    sentences that ended at this step had no gradient from later steps (zeros)."""
+    if isinstance(x, list):
+        return [padded_rows(y, n) for y in x]
+    if x is None or x.size(0) == n:
+        return x
+    return F.pad(x, (0, 0, 0, n - x.size(0)))

@@ -1,7 +1,7 @@
 """Alignment score functions of Luong, Pham & Manning (2015), eq. 8 and footnote 6.
 
 Every score is a small subclass of :class:`AttentionScore`, so that global and
-local attention (``luong_attention.py``) and Bahdanau et al.'s RNNsearch apply
+local attention (``luong/attention.py``) and Bahdanau et al.'s RNNsearch apply
 on top of any of them. Masking, softmax and the context vector live in the
 attention modules, not here.
 """
@@ -11,8 +11,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..errors import ConfigError
-from .luong_init import Linear
+from ...errors import ConfigError
+from ..layers import Linear
 
 
 class AttentionScore(nn.Module):
@@ -58,14 +58,14 @@ class AttentionScore(nn.Module):
 
     def step(self, dtype: torch.dtype) -> "ScoreStep":
         """The same score one decoder step at a time without autograd, for one call of a step
-        loop (``step_attention.py``), its parameters in ``dtype``."""
+        loop (``luong/step_attention.py``), its parameters in ``dtype``."""
         raise NotImplementedError
 
 
 class ScoreStep:
     """One call's steps of a score, forward and backward, without autograd.
 
-    The slots a step scores come as a :class:`step_attention.Slots` (the memory's rows that run
+    The slots a step scores come as a :class:`luong.step_attention.Slots` (the memory's rows that run
     at this step, or a gathered window): ``keys`` (rows x N x K), ``keys_t`` (the same,
     transposed), ``bias`` (rows x N: 0, or -inf where a slot gets no weight; ``bias3`` the
     same as rows x 1 x N) and ``positions`` (the slots' sentence positions, rows x N, for a

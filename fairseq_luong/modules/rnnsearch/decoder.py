@@ -4,7 +4,7 @@ One decoder step i, from the previous state s_{i-1} and target word y_{i-1}:
 
   e_ij  = v_a^T tanh(W_a s_{i-1} + U_a h_j)       alignment model (A.1.2)
   a_ij  = softmax_j e_ij;  c_i = sum_j a_ij h_j     eq. 5-6
-  s_i   = GRU(s_{i-1}, [E y_{i-1}; c_i])            A.2.2 (``bahdanau_gru.py``)
+  s_i   = GRU(s_{i-1}, [E y_{i-1}; c_i])            A.2.2 (``rnnsearch/gru.py``)
   t~_i  = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i     deep output (A.2.2)
   t_i   = [max(t~_{i,2j-1}, t~_{i,2j})]_j           maxout, 2 pieces
   p(y_i | y_<i, x) = softmax(W_o t_i)
@@ -17,7 +17,7 @@ p(y_i) = g(y_{i-1}, s_i, c_i)) writes s_i: ``--deep-output-state current``.
 Only the recurrence runs step by step: the embedding half of the GRU's input products
 for all steps in one product before the loop, the keys U_a h_j once per sentence
 (cached and reordered in beam search), and the whole deep output after the loop on
-the real rows only; ``row_schedule.py`` says which rows run at each step.
+the real rows only; ``steps/active_rows.py`` says which rows run at each step.
 
 Specification: ``rnnsearch_reference`` in ``tests/reference_decoders.py`` runs the
 same equations one step and one sentence at a time; ``tests/test_reference.py``
@@ -31,16 +31,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
-from .attention_scores import ConcatScore
-from .bahdanau_gru import GRU
-from .dropout import Dropout
-from .luong_attention import GlobalAttention
-from .luong_init import Linear
-from .recurrent_decoder import RecurrentDecoder
-from .rnnsearch_loop import RNNsearchSteps
-from .row_schedule import RowSchedule
-from .step_loop import compute_dtype, run_steps
+from ...errors import ConfigError
+from ..dropout import Dropout
+from ..layers import Linear
+from ..luong.attention import GlobalAttention
+from ..luong.scores import ConcatScore
+from ..steps.active_rows import ActiveRows
+from ..steps.loop import compute_dtype, run_steps
+from ..steps.recurrent_decoder import RecurrentDecoder
+from .gru import GRU
+from .steps import RNNsearchSteps
 
 
 def maxout(x: Tensor, pieces: int) -> Tensor:
@@ -98,32 +98,32 @@ class RNNsearchDecoder(RecurrentDecoder):
             encoder_out["src_start"], encoder_out["src_length"],
             keys=cached.get("keys") if cached is not None else None)
         need_weights = self.need_attn and not self.training
-        schedule = RowSchedule.for_targets(
+        active_rows = ActiveRows.for_targets(
             prev_output_tokens, self.dictionary.pad(),
             skip_padding=incremental_state is None and not need_weights)
-        features, s, attn = self._run(emb, s, memory, step0, need_weights, schedule)
+        features, s, attn = self._run(emb, s, memory, step0, need_weights, active_rows)
         if incremental_state is not None:
             self.set_cached_state(incremental_state, {"s": s, "keys": memory.keys})
         return features, {"attn": [attn]}  # features: t_i, what W_o reads
 
-    def _run(self, emb, s, memory, step0, need_weights, schedule: RowSchedule):
-        """The steps (module docstring) in ``rnnsearch_loop.py`` (forward and backward through
+    def _run(self, emb, s, memory, step0, need_weights, active_rows: ActiveRows):
+        """The steps (module docstring) in ``rnnsearch/steps.py`` (forward and backward through
         time, autograd off inside), then the deep output on the rows that ran.
 
-        Returns t_i (bsz x tgtlen x l), the last s_i (None when the schedule skipped padded
+        Returns t_i (bsz x tgtlen x l), the last s_i (None when the active rows skipped padded
         steps: it covers only the last step's rows) and the alignments."""
         dtype = compute_dtype(emb.device, self.gru.U.weight.dtype)
         E = emb.size(-1)
-        emb, s, memory = schedule.sort((emb, s, memory))
-        emb = schedule.pack_batch_major(emb)  # (sum of rows) x E, step after step
+        emb, s, memory = active_rows.sort((emb, s, memory))
+        emb = active_rows.pack_batch_major(emb)  # (sum of rows) x E, step after step
         # the embedding half of the GRU's input products for every step at once: (sum of rows) x 3H
         x_gates = F.linear(emb, self.gru.W.weight[:, :E], self.gru.W.bias).to(dtype)
-        engine = RNNsearchSteps(self, x_gates, s, memory, schedule, step0, need_weights)
+        engine = RNNsearchSteps(self, x_gates, s, memory, active_rows, step0, need_weights)
         outputs = run_steps(engine)
         readout_states, contexts = outputs[:2]
         # deep output with maxout on the packed rows: (sum of rows) x ...
         t_tilde = self.U_o(readout_states) + self.V_o(emb) + self.C_o(contexts)
-        features = schedule.unpack(self.dropout_out(maxout(t_tilde, self.maxout_pieces)))
+        features = active_rows.unpack(self.dropout_out(maxout(t_tilde, self.maxout_pieces)))
         attn = torch.stack(engine.attention.weights, 1) if need_weights else None  # bsz x tgtlen x srclen
         return features, (outputs[2] if engine.return_final else None), attn
 

@@ -1,6 +1,6 @@
 """Luong et al.'s attention one decoder step at a time, forward and backward, without autograd.
 
-The step loops (``input_feeding_loop.py``, ``rnnsearch_loop.py``) attend once per target step
+The step loops (``luong/input_feeding.py``, ``rnnsearch/steps.py``) attend once per target step
 with the state of that step. ``attention_steps(attention, memory, ...)`` returns, for one call,
 an object that
 
@@ -13,8 +13,8 @@ an object that
   packed, step-major) and ``unpack`` (packed -> bsz x tgtlen x ..., zeros where a row had
   ended): the memory's gradients as batched products over all steps, not one per step.
 
-The equations are those of ``luong_attention.py`` (eq. 7, 9, 10; masking and the softmax in
-float32) and the score steps of ``attention_scores.py`` (eq. 8); ``tests/test_step_loops.py``
+The equations are those of ``luong/attention.py`` (eq. 7, 9, 10; masking and the softmax in
+float32) and the score steps of ``luong/scores.py`` (eq. 8); ``tests/test_step_loops.py``
 checks these steps against the autograd modules and by ``gradcheck``.
 """
 from typing import Dict, List, Optional
@@ -22,7 +22,8 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
-from .luong_attention import (
+from ..steps.ops import MemoryPlan, dot_rows
+from .attention import (
     LocalAttention,
     LocalPAttention,
     SourceMemory,
@@ -31,12 +32,11 @@ from .luong_attention import (
     predictive_alignment,
     predictive_alignment_backward,
 )
-from .step_kernels import MemoryPlan, dot_rows
 
 
 def attention_steps(attention, memory: SourceMemory, dtype: torch.dtype, save: bool,
                     need_weights: bool, step0: int = 0):
-    """The step object of ``attention`` (a module of ``luong_attention.py``) for one call."""
+    """The step object of ``attention`` (a module of ``luong/attention.py``) for one call."""
     if isinstance(attention, LocalAttention):
         return LocalSteps(attention, memory, dtype, save, need_weights, step0)
     return GlobalSteps(attention, memory, dtype, save, need_weights)

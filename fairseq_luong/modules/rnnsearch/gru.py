@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from .luong_init import Linear
+from ..layers import Linear
 
 
 class GRU(nn.Module):

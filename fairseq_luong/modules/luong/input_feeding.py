@@ -1,12 +1,12 @@
 """Luong et al.'s input-feeding loop for one call: forward, and backward through time.
 
-The step of ``luong_decoder.py``'s docstring (section 3.3, eq. 5-10):
+The step of ``luong/decoder.py``'s docstring (section 3.3, eq. 5-10):
 
   h^i_t = LSTM_i([below; h^i_{t-1}])     below = [emb(y_{t-1}); h~_{t-1}] for layer 0
-  c_t = attention(h^L_t, h̄)              eq. 7-10 (``step_attention.py``)
+  c_t = attention(h^L_t, h̄)              eq. 7-10 (``luong/step_attention.py``)
   h~_t = tanh(W_c [c_t; h^L_t])          eq. 5
 
-run by :class:`InputFeedingSteps` without autograd, in the dtype of one call (``step_loop.py``).
+run by :class:`InputFeedingSteps` without autograd, in the dtype of one call (``steps/loop.py``).
 Per layer and step one gate product [below; h_{t-1}] @ [W_in W_hh]^T (in inference two, on
 the parameters themselves: no copy of the weights) and the cell; in the backward the cell's
 backward and one product for the gradients of below and h_{t-1}. Every weight's gradient is
@@ -14,19 +14,17 @@ formed after the loop from the inputs of its product and its output gradients, p
 the steps: one matrix product a weight (the LSTM layers, W_c, the attention's).
 
 Layer 0's embedding half of the gates comes in computed for every step at once (``x_gates``)
-and its gradient goes out the same way. The rows are those of the call's ``RowSchedule``: at
+and its gradient goes out the same way. The rows are those of the call's ``ActiveRows``: at
 step t the first rows(t) rows (sorted by length), so the state of an ended sentence is never
 computed again, and per-step tensors are packed step after step ((sum of rows(t)) x ...).
 """
 from typing import List, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from .row_schedule import RowSchedule
-from .step_attention import attention_steps
-from .step_kernels import (
+from ..steps.active_rows import ActiveRows
+from ..steps.ops import (
     _tanh_backward,
     cell_scratch,
     dropout_backward,
@@ -34,7 +32,9 @@ from .step_kernels import (
     fused_cell_here,
     lstm_cell,
     lstm_cell_backward,
+    padded_rows,
 )
+from .step_attention import attention_steps
 
 
 def active_dropout(module) -> float:
@@ -81,21 +81,21 @@ class LoopWeights:
 
 
 class InputFeedingSteps:
-    """One call's input-feeding loop (module docstring); the engine of ``step_loop.run_steps``.
+    """One call's input-feeding loop (module docstring); the engine of ``steps.loop.run_steps``.
 
     x_gates: the embedding half of layer 0's gates with its bias, packed ((sum of rows) x 4H);
     h0, c0: layers x bsz x H; feed: bsz x H (h~_{t-1}, zeros before the first step); memory:
-    the attention's, rows in schedule order; weights: :class:`LoopWeights` in x_gates' dtype,
+    the attention's, rows in active-row order; weights: :class:`LoopWeights` in x_gates' dtype,
     made with autograd on when it is on. ``forward`` returns the packed h~_t after dropout
-    ((sum of rows) x H) and, unless the schedule skips padded steps, the final h, c
+    ((sum of rows) x H) and, unless the active rows skip padded steps, the final h, c
     (layers x bsz x H) and h~ (bsz x H).
     """
 
     def __init__(self, decoder, weights: LoopWeights, x_gates: Tensor, h0: Tensor, c0: Tensor, feed: Tensor,
-                 memory, schedule: RowSchedule, step0: int, need_weights: bool):
+                 memory, active_rows: ActiveRows, step0: int, need_weights: bool):
         self.save = weights.training
         dtype = weights.dtype
-        self.schedule = schedule
+        self.active_rows = active_rows
         self.x_gates, self.h0, self.c0, self.feed0 = x_gates, h0.to(dtype), c0.to(dtype), feed.to(dtype)
         self.p_hidden = active_dropout(decoder.dropout_hidden)
         self.p_out = active_dropout(decoder.dropout_out)
@@ -107,7 +107,7 @@ class InputFeedingSteps:
         if decoder.attention is not None:
             self.attention = attention_steps(decoder.attention, memory, dtype, self.save, need_weights, step0)
             self.W_c, self.W_c_t, self.context_size = weights.W_c, weights.W_c_t, weights.context_size
-        self.return_final = schedule.full
+        self.return_final = active_rows.full
         # the fused CUDA cell adds two gate tensors: the second is zeros
         self.zeros = x_gates.new_zeros(h0.size(1), x_gates.size(1)) if fused_cell_here(x_gates) else None
 
@@ -137,7 +137,7 @@ class InputFeedingSteps:
         self.cq = []  # [c_t; h_t], rows x (C + H)
         outs = []
         offset, rows = 0, feed.size(0)
-        for n in self.schedule.active:
+        for n in self.active_rows.active:
             if n != rows:  # sentences ended: their rows are the last ones
                 hs, cs, feed = [h[:n] for h in hs], [c[:n] for c in cs], feed[:n]
                 rows = n
@@ -183,7 +183,7 @@ class InputFeedingSteps:
             return [None] * len(self.inputs())
         d_out = grads[0]
         if d_out is None:  # only the final states' gradients: the outputs' are zeros
-            d_out = self.x_gates.new_zeros(self.schedule.total_rows, self.h0.size(2))
+            d_out = self.x_gates.new_zeros(self.active_rows.total_rows, self.h0.size(2))
         L = self.num_layers
         dh: List[Optional[Tensor]] = [None] * L
         dc: List[Optional[Tensor]] = [None] * L
@@ -200,13 +200,13 @@ class InputFeedingSteps:
         saved_layers, saved_out, cqs = self.saved_layers, self.saved_out, self.cq
         fused = self.zeros is not None
         scratches = {}  # the eager cell's backward buffer and its views, by row count
-        active = self.schedule.active
-        offset, rows = self.schedule.total_rows, active[-1]
+        active = self.active_rows.active
+        offset, rows = self.active_rows.total_rows, active[-1]
         for t in range(len(active) - 1, -1, -1):
             n = active[t]
             offset -= n
             if n != rows:  # sentences that ended at this step: no gradient from later steps
-                dh, dc, d_feed = _rows(dh, n), _rows(dc, n), _rows(d_feed, n)
+                dh, dc, d_feed = padded_rows(dh, n), padded_rows(dc, n), padded_rows(d_feed, n)
                 rows = n
             htilde, mask = saved_out[t]
             d = d_out[offset:offset + n] if d_feed is None else d_out[offset:offset + n] + d_feed
@@ -253,18 +253,8 @@ class InputFeedingSteps:
         if self.attention is not None:
             cq = torch.cat(self.cq)  # (sum of rows) x (C + H)
             grads.append(torch.cat(d_htilde_pre[::-1]).t().mm(cq))  # W_c: H x (C + H)
-            grads += self.attention.finish(cq[:, self.context_size:], self.schedule.unpack_sorted)
+            grads += self.attention.finish(cq[:, self.context_size:], self.active_rows.unpack_sorted)
         return grads
-
-
-def _rows(x, n: int):
-    """Gradients of a state (a tensor, None, or a list of them) with ``n`` rows: the rows of
-    sentences that ended at this step had no gradient from later steps (zeros)."""
-    if isinstance(x, list):
-        return [_rows(y, n) for y in x]
-    if x is None or x.size(0) == n:
-        return x
-    return F.pad(x, (0, 0, 0, n - x.size(0)))
 
 
 def _add(a: Optional[Tensor], b: Optional[Tensor]) -> Optional[Tensor]:

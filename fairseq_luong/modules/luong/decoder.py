@@ -8,9 +8,9 @@ One decoder step (section 3, Fig. 2 and 4):
   p(y_t | y_<t, x) = softmax(W_s dropout(h~_t))           eq. 6
 
 With input feeding each step needs the last one's h~, so the steps run in a loop:
-``input_feeding_loop.py`` runs it, in training and in incremental decoding (one step per
+``luong/input_feeding.py`` runs it, in training and in incremental decoding (one step per
 call) alike, without autograd, and gives its gradients itself (backward through time written
-once for the loop, ``step_loop.py``). Work that does not depend on the previous step stays
+once for the loop, ``steps/loop.py``). Work that does not depend on the previous step stays
 out of the loop: the embedding half of the first layer's gates for all steps in one matrix
 product, the score's keys once per sentence, every weight's gradient once after the loop.
 Without input feeding nothing couples the layers across steps: each layer runs as one
@@ -32,14 +32,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
-from .dropout import Dropout
-from .input_feeding_loop import InputFeedingSteps, LoopWeights
-from .luong_attention import AttentionalHidden, SourceMemory
-from .luong_init import LSTM, Linear
-from .recurrent_decoder import RecurrentDecoder
-from .row_schedule import RowSchedule
-from .step_loop import compute_dtype, run_steps
+from ...errors import ConfigError
+from ..dropout import Dropout
+from ..layers import LSTM, Linear
+from ..steps.active_rows import ActiveRows
+from ..steps.loop import compute_dtype, run_steps
+from ..steps.recurrent_decoder import RecurrentDecoder
+from .attention import AttentionalHidden, SourceMemory
+from .input_feeding import InputFeedingSteps, LoopWeights
 
 
 class LuongDecoder(RecurrentDecoder):
@@ -137,11 +137,11 @@ class LuongDecoder(RecurrentDecoder):
         need_weights = self.need_attn and not self.training and self.attention is not None
 
         if self.input_feed:
-            schedule = RowSchedule.for_targets(
+            active_rows = ActiveRows.for_targets(
                 prev_output_tokens, self.dictionary.pad(),
                 skip_padding=incremental_state is None and not need_weights)
             out, h_n, c_n, feed, attn = self._run_input_feeding(
-                x, h0, c0, feed, memory, step0, need_weights, schedule, incremental_state)
+                x, h0, c0, feed, memory, step0, need_weights, active_rows, incremental_state)
         else:
             out, h_n, c_n, attn = self._run_layerwise(
                 x.transpose(0, 1), h0, c0, memory, step0, need_weights)
@@ -166,23 +166,23 @@ class LuongDecoder(RecurrentDecoder):
             self.set_incremental_state(incremental_state, "loop_weights", kept)
         return kept["weights"]
 
-    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, schedule: RowSchedule,
+    def _run_input_feeding(self, x, h0, c0, feed, memory, step0, need_weights, active_rows: ActiveRows,
                            incremental_state):
         """Step by step: h~_{t-1} joins the next step's input (section 3.3), in
-        ``input_feeding_loop.py`` (forward and backward through time, autograd off inside).
+        ``luong/input_feeding.py`` (forward and backward through time, autograd off inside).
 
-        ``schedule`` owns which rows run at each step (``row_schedule.py``). When it skips
+        ``active_rows`` owns which rows run at each step (``steps/active_rows.py``). When it skips
         padded steps, the final states are not returned (they cover only the last step's rows;
         nothing continues them in training). x: bsz x tgtlen x E.
         """
         weights = self._loop_weights(x, incremental_state)
-        x, feed, memory = schedule.sort((x, feed, memory))
-        h0, c0 = schedule.sort_states(h0), schedule.sort_states(c0)  # layers x bsz x H
+        x, feed, memory = active_rows.sort((x, feed, memory))
+        h0, c0 = active_rows.sort_states(h0), active_rows.sort_states(c0)  # layers x bsz x H
         # the embedding half of layer 0's gates for every step at once, packed: (sum of rows) x 4H
-        x_gates = F.linear(schedule.pack_batch_major(x), weights.x_weight, weights.x_bias).to(weights.dtype)
-        engine = InputFeedingSteps(self, weights, x_gates, h0, c0, feed, memory, schedule, step0, need_weights)
+        x_gates = F.linear(active_rows.pack_batch_major(x), weights.x_weight, weights.x_bias).to(weights.dtype)
+        engine = InputFeedingSteps(self, weights, x_gates, h0, c0, feed, memory, active_rows, step0, need_weights)
         outputs = run_steps(engine)
-        out = schedule.unpack(outputs[0])  # bsz x tgtlen x H
+        out = active_rows.unpack(outputs[0])  # bsz x tgtlen x H
         attn = None
         if need_weights and engine.attention is not None:
             attn = torch.stack(engine.attention.weights, 1)  # bsz x tgtlen x srclen

@@ -6,9 +6,9 @@ Table 3 is ASPEC En->Ja with 8,192-token batches (Table 2: IWSLT17 + JParaCrawl,
 parentheses); Tables 1 and 4 use 2,048-token batches. ``examples/perspe/run.sh`` reads this
 module (``train NAME``, ``all``, ``systems``):
 
-    python -m fairseq_luong.protocols.oka2022 names             the systems, one a line
-    python -m fairseq_luong.protocols.oka2022 options NAME      its options, one a line
-    python -m fairseq_luong.protocols.oka2022 list              the table run.sh systems prints
+    python -m fairseq_luong.paper_settings.oka2022 names             the systems, one a line
+    python -m fairseq_luong.paper_settings.oka2022 options NAME      its options, one a line
+    python -m fairseq_luong.paper_settings.oka2022 list              the table run.sh systems prints
 
 Standard library only.
 """
@@ -45,7 +45,7 @@ BY_NAME = {s.name: s for s in SYSTEMS}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fairseq_luong.protocols.oka2022",
+    parser = argparse.ArgumentParser(prog="python -m fairseq_luong.paper_settings.oka2022",
                                      description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("names")

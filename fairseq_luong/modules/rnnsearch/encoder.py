@@ -5,7 +5,7 @@ A forward GRU reads x_1 .. x_Tx, a backward GRU reads x_Tx .. x_1; the annotatio
 word j is h_j = [forward h_j; backward h_j]. Both directions run in one loop over the
 source positions (one batched product per gate stage for both), the input products
 for all positions at once, and, as in the decoders, only the sentences still going at
-each position (``row_schedule.py``). The loop runs on copies of the sentences with the
+each position (``steps/active_rows.py``). The loop runs on copies of the sentences with the
 real tokens first and the padding after them (``source_order``); the annotations are
 then put back at each token's original padded position, so ``encoder_out`` keeps the
 input's padding side (fairseq pads sources on the left by default) and has the layout
@@ -20,10 +20,10 @@ import torch.nn.functional as F
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
-from .bahdanau_gru import GRU, gru_update
-from .dropout import Dropout
-from .luong_encoder import source_order
-from .row_schedule import RowSchedule
+from ..dropout import Dropout
+from ..luong.encoder import source_order
+from ..steps.active_rows import ActiveRows
+from .gru import GRU, gru_update
 
 
 class RNNsearchEncoder(FairseqEncoder):
@@ -70,18 +70,18 @@ class RNNsearchEncoder(FairseqEncoder):
         bwd = bwd.gather(1, rev.unsqueeze(2).expand(-1, -1, 3 * H))  # in reading order
         x_gates = torch.stack((fwd, bwd), 2)  # bsz x srclen x 2 x 3H
 
-        schedule = RowSchedule(bsz, srclen, length if bool((length < srclen).any()) else None)
-        x_gates = schedule.per_step(schedule.sort(x_gates).transpose(0, 1))  # step t: rows x 2 x 3H
+        active_rows = ActiveRows(bsz, srclen, length if bool((length < srclen).any()) else None)
+        x_gates = active_rows.per_step(active_rows.sort(x_gates).transpose(0, 1))  # step t: rows x 2 x 3H
         U_zr_t, U_t = (torch.stack(w) for w in zip(self.forward_gru.recurrent_weights(),
                                                    self.backward_gru.recurrent_weights()))
         h = x.new_zeros(bsz, 2, H)  # both directions start from zeros
         outs = []
-        for t in schedule.steps():
-            h = schedule.at_step(t, h)  # rows x 2 x H
+        for t in active_rows.steps():
+            h = active_rows.at_step(t, h)  # rows x 2 x H
             # directions as the batch of the products: 2 x rows x ...
             h = gru_update(x_gates[t].transpose(0, 1), h.transpose(0, 1), U_zr_t, U_t).transpose(0, 1)
             outs.append(h)
-        out = schedule.unpack(schedule.pack(outs))  # bsz x srclen x 2 x H, zeros on padding
+        out = active_rows.unpack(active_rows.pack(outs))  # bsz x srclen x 2 x H, zeros on padding
         forward_h, backward_h = out.unbind(2)  # bsz x srclen x H each
         backward_h = backward_h.gather(1, rev.unsqueeze(2).expand(-1, -1, H))  # back to word order
         annotations = torch.cat((forward_h, backward_h), 2)  # bsz x srclen x 2H, real tokens first

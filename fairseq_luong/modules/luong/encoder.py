@@ -13,8 +13,8 @@ import torch.nn as nn
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
-from .dropout import Dropout
-from .luong_init import LSTM
+from ..dropout import Dropout
+from ..layers import LSTM
 
 
 def source_order(

@@ -6,9 +6,9 @@ The WMT'14 recipe (``examples/wmt14_en_de``), the in-form study
 ``models/luong_lstm.py``) all read this module; a setting of the protocol is changed here
 or nowhere. Standard library only.
 
-    python -m fairseq_luong.protocols.luong2015 model NAME [--gpus N]   fairseq-train options, one a line
-    python -m fairseq_luong.protocols.luong2015 rows                    the rows, "|"-separated (run.sh)
-    python -m fairseq_luong.protocols.luong2015 ensemble                the ensemble's models
+    python -m fairseq_luong.paper_settings.luong2015 model NAME [--gpus N]   fairseq-train options, one a line
+    python -m fairseq_luong.paper_settings.luong2015 rows                    the rows, "|"-separated (run.sh)
+    python -m fairseq_luong.paper_settings.luong2015 ensemble                the ensemble's models
 """
 import argparse
 from typing import List, NamedTuple, Optional, Tuple

@@ -8,7 +8,7 @@ Here the forward runs with autograd off and keeps only what the backward reads; 
 walks the steps in reverse with a few operations a step and forms each weight's gradient after
 the loop, one matrix product over all steps (what cuDNN and haste do inside their RNNs).
 
-An *engine* (``input_feeding_loop.InputFeedingSteps``, ``rnnsearch_loop.RNNsearchSteps``) holds
+An *engine* (``luong.input_feeding.InputFeedingSteps``, ``rnnsearch.steps.RNNsearchSteps``) holds
 one call's loop: ``inputs()`` the tensors whose gradients it gives (in order), ``forward()``
 the outputs, ``backward(grads)`` the inputs' gradients. :func:`run_steps` runs it through
 :class:`StepLoop` when a gradient is wanted, and plainly otherwise (inference: nothing kept).
