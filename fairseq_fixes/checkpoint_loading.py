@@ -9,12 +9,15 @@ globals: ``argparse.Namespace`` (the legacy ``args`` entry, and inside ``cfg``),
 ``--eval-bleu`` stores in the logged metrics). :func:`allow_checkpoint_globals` allowlists
 those and nothing else; any other global is still refused.
 
-**Safe loading whatever the environment says** (:func:`patch_safe_loading`). Because
-fairseq leaves ``weights_only`` to torch's default, ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``
-(often suggested for fairseq on newer torch) turned the safety off: a malicious
-checkpoint's code ran, and fairseq-generate exited 0. The ``torch.load`` that fairseq's
-``load_checkpoint_to_cpu`` calls now gets ``weights_only=True`` (torch lets the variable
-override only a call that does not say); every other ``torch.load`` is left as it is.
+**Safe loading whatever the environment says** (:func:`patch_safe_loading`). fairseq 0.12
+leaves ``weights_only`` to torch's default, so ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` (often
+suggested for fairseq on newer torch) turned the safety off: a malicious checkpoint's code ran,
+and fairseq-generate exited 0. fairseq's ``main`` since 3d262bb2 ("Pt2.6 compatibility", pull
+request #5611, 2025-09) turns ``weights_only`` off itself: every checkpoint is unpickled in
+full. The ``torch.load`` that fairseq's ``load_checkpoint_to_cpu`` calls now gets
+``weights_only=True`` either way (torch lets the variable override only a call that does not
+say); every other ``torch.load`` is left as it is (``load_ema_from_checkpoint``, which ``--ema``
+resumes with, among them).
 
 **Not a checkpoint, or not loadable** (:func:`patch_load_errors`). A text file, JSON, random
 bytes or an empty file given as the checkpoint gave a ``KeyError``, ``IndexError`` or

@@ -79,6 +79,31 @@ def test_a_malicious_checkpoint_is_refused_whatever_torch_force_no_weights_only_
     assert torch.load(tmp_path / "fraction.pt")["payload"] == fractions.Fraction(1, 3)
 
 
+def test_fairseq_mains_own_weights_only_off_is_turned_back_on(tmp_path):
+    """fairseq's main since 3d262bb2 (pull request #5611) calls torch.load in load_checkpoint_to_cpu
+    with weights_only=False: every checkpoint unpickled in full. Around that function (as fairseq
+    main writes it), the fix's torch.load still loads with weights_only=True: the code never runs."""
+    from fairseq_fixes.checkpoint_loading import _explained_errors
+
+    class Evil:
+        def __reduce__(self):
+            import os
+
+            return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
+
+    def load_checkpoint_to_cpu_of_fairseq_main(path, arg_overrides=None, load_on_all_ranks=False):
+        with open(path, "rb") as f:
+            return torch.load(f, map_location=torch.device("cpu"), weights_only=False)
+
+    path = tmp_path / "evil.pt"
+    torch.save({"model": {}, "cfg": {}, "x": Evil()}, path)
+    with pytest.raises(CheckpointLoadError, match=rf"^refusing to load checkpoint {path}: it holds posix.system,"):
+        _explained_errors(load_checkpoint_to_cpu_of_fairseq_main)(str(path))
+    assert not (tmp_path / "pwned").exists()
+    _fairseq_checkpoint(tmp_path / "good.pt")  # and a fairseq checkpoint loads
+    assert _explained_errors(load_checkpoint_to_cpu_of_fairseq_main)(str(tmp_path / "good.pt"))["model"]["w"].sum() == 2
+
+
 def _fairseq_checkpoint(path):
     """What fairseq-train saves, in the smallest form fairseq's loader takes."""
     torch.save({"cfg": {"model": {}, "task": {}}, "model": {"w": torch.ones(2)}, "extra_state": {},
@@ -170,11 +195,12 @@ def test_user_error_reaches_the_terminal_as_one_line(capsys, monkeypatch):
     assert capsys.readouterr().err == "fairseq-generate: error: cannot load checkpoint x.pt: what to do\n"
 
 
-def test_no_weights_only_false_anywhere_in_the_plugin():
+def test_no_weights_only_false_anywhere_in_the_plugin_or_the_fixes():
     from pathlib import Path
 
     root = Path(fairseq_luong.__file__).parent
-    for f in list(root.rglob("*.py")) + list((root.parent / "scripts").rglob("*.py")):
+    for f in [*root.rglob("*.py"), *(root.parent / "fairseq_fixes").rglob("*.py"),
+              *(root.parent / "scripts").rglob("*.py")]:
         assert "weights_only=False" not in f.read_text(), f
 
 
