@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fairseq's own test suite, without the plugin and with it imported: what differs.
 
-  python scripts/fairseq_tests.py FAIRSEQ_CHECKOUT [--out DIR] [--workers N] [-k EXPR] [FILE ...]
+  python scripts/fairseq_tests.py FAIRSEQ_CHECKOUT [--out DIR] [--workers N] [-k EXPR] [--package P] [FILE ...]
 
 FAIRSEQ_CHECKOUT is a checkout of fairseq (its ``tests/`` folder), at the commit ve-fairseq
 0.12.3 is built from, ecbf110e (``git clone https://github.com/facebookresearch/fairseq &&
@@ -9,8 +9,9 @@ git -C fairseq checkout ecbf110e``); nothing of it is copied into this repositor
 run twice, each in a copy of that ``tests/`` folder under --out: once as they are (fairseq
 alone; the plugin is never imported), once with a ``conftest.py`` that imports
 ``fairseq_luong`` first, as a notebook or a training script that imports the plugin beside
-fairseq's own models does (its patches then act on every model). FILES (default: every
-top-level ``tests/test_*.py``) are given relative to ``tests/``.
+fairseq's own models does (its patches then act on every model); ``--package fairseq_fixes``
+imports the fixes alone instead. FILES (default: every top-level ``tests/test_*.py``) are given
+relative to ``tests/``.
 
 Prints the counts of each run (passed, failed, skipped, errors) and every test whose outcome
 differs, with the first line of its failure; writes both JUnit reports and ``differences.md``
@@ -24,8 +25,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-CONFTEST = '''"""Written by fairseq_luong's scripts/fairseq_tests.py: the plugin imported before any test."""
-import fairseq_luong  # noqa: F401
+CONFTEST = '''"""Written by fairseq_luong's scripts/fairseq_tests.py: {package} imported before any test."""
+import {package}  # noqa: F401
 '''
 
 
@@ -46,13 +47,13 @@ def outcomes(junit):
     return result
 
 
-def run(side, source, out, files, workers, keyword):
+def run(side, source, out, files, workers, keyword, package=None):
     root = os.path.join(out, side)
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(os.path.join(source, "tests"), os.path.join(root, "tests"))
-    if side == "with_plugin":
+    if package:
         with open(os.path.join(root, "conftest.py"), "w", encoding="utf-8") as f:
-            f.write(CONFTEST)
+            f.write(CONFTEST.format(package=package))
     junit = os.path.join(out, f"{side}.xml")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"--junitxml={junit}",
            *[os.path.join("tests", f) for f in files]]
@@ -84,6 +85,8 @@ def main(argv=None):
     parser.add_argument("--out", default="fairseq_tests", help="where the copies and reports go (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (default: 2)")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
+    parser.add_argument("--package", default="fairseq_luong", choices=["fairseq_luong", "fairseq_fixes"],
+                        help="what the second run imports first: the plugin, or the fixes alone (default: %(default)s)")
     args = parser.parse_args(argv)
     tests = os.path.join(args.checkout, "tests")
     if not os.path.isdir(tests):
@@ -95,9 +98,11 @@ def main(argv=None):
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     plain = run("without_plugin", args.checkout, out, files, args.workers, args.keyword)
-    plugin = run("with_plugin", args.checkout, out, files, args.workers, args.keyword)
+    side = "with_plugin" if args.package == "fairseq_luong" else f"with_{args.package}"
+    plugin = run(side, args.checkout, out, files, args.workers, args.keyword, args.package)
+    label = "with the plugin" if args.package == "fairseq_luong" else f"with {args.package} alone"
     lines = ["| run | tests | passed | failed | errors | skipped |", "|---|---|---|---|---|---|"]
-    for side, results in (("without the plugin", plain), ("with the plugin", plugin)):
+    for side, results in (("without the plugin", plain), (label, plugin)):
         c = counts(results)
         lines.append(f"| {side} | {len(results)} | {c['passed']} | {c['failed']} | {c['error']} | {c['skipped']} |")
     differ = sorted(t for t in set(plain) | set(plugin)

@@ -380,12 +380,21 @@ def fused_lstm_cell_backward_on_the_cpu(grad_hy, grad_cy, cx, cy, workspace, has
     return grad_gates, gc * f, grad_gates.sum(0) if has_bias else None
 
 
+def load_file(path):
+    """A module of the checkout that runs as a script (scripts/bench/machine.py,
+    examples/common/freshness.py, ...), as its own folder first on the path has it: by its file
+    name, once."""
+    name = Path(path).stem
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / path)
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
 def load_bench(name):
     """A script of scripts/bench as its own folder first on the path has it (the scripts it imports
-    too: bench_device, benchmark_speed)."""
-    for dep in ("bench_device", "benchmark_speed", name):
-        if dep not in sys.modules:
-            spec = importlib.util.spec_from_file_location(dep, BENCH / f"{dep}.py")
-            sys.modules[dep] = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(sys.modules[dep])
+    too: machine, bench_device, benchmark_speed)."""
+    for dep in ("machine", "bench_device", "benchmark_speed", name):
+        load_file(BENCH.relative_to(REPO) / f"{dep}.py")
     return sys.modules[name]

@@ -15,14 +15,16 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_luong.recipes import machine
 from tests.helpers import (
     BENCH,
     REPO,
     SHARED_DATA,
     TINY_SPEED,
     load_bench,
+    load_file,
 )
+
+machine = load_file("scripts/bench/machine.py")
 
 
 def script(name, *args):

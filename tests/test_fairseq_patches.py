@@ -102,7 +102,7 @@ def test_package_top_shows_only_extension_points_and_the_patches():
     top = Path(fairseq_luong.__file__).parent
     entries = {p.name for p in top.iterdir() if p.name != "__pycache__"}
     assert entries == {"__init__.py", "errors.py", "models", "modules", "criterions", "optim", "tasks", "data",
-                       "analysis", "checks", "fairseq_patches", "paper_settings", "recipes"}
+                       "analysis", "checks", "fairseq_patches", "paper_settings"}
 
 
 @pytest.mark.parametrize("first", ["fairseq_luong.data.text", "fairseq_luong.modules.luong.encoder"])

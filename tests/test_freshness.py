@@ -1,4 +1,4 @@
-"""The recipes' freshness rule (fairseq_luong/recipes/freshness.py), on its functions: stamps,
+"""The recipes' freshness rule (examples/common/freshness.py), on its functions: stamps,
 keys, stale reasons, raw inputs named by content. Milliseconds each; the recipes' bash calls
 the same code (tests/test_recipes.py runs it through the shell once)."""
 import os
@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from fairseq_luong.recipes import freshness as F
-from tests.helpers import REPO
+from tests.helpers import REPO, load_file
+
+F = load_file("examples/common/freshness.py")
 
 T2001 = 978307200 * 10**9  # 2001-01-01, in nanoseconds
 
@@ -176,7 +177,7 @@ def test_same_or_refuse_with_bounds_takes_a_raised_bound_and_only_with_them(tmp_
 
 def test_the_command_line_is_what_recipe_sh_calls(tmp_path):
     # as recipe.sh runs it: python -S, the standard library only
-    run = [sys.executable, "-S", str(REPO / "fairseq_luong" / "recipes" / "freshness.py")]
+    run = [sys.executable, "-S", str(REPO / "examples" / "common" / "freshness.py")]
     out = tmp_path / "out.txt"
     out.write_text("x")
 
@@ -202,7 +203,7 @@ def test_the_command_line_is_what_recipe_sh_calls(tmp_path):
 
 
 def test_freshness_needs_neither_fairseq_nor_torch():
-    code = ("import sys; from fairseq_luong.recipes import freshness; "
+    code = ("import sys; sys.path.insert(0, 'examples/common'); import freshness; "
             "print(sorted({'fairseq', 'torch'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert out == "[]\n"

@@ -19,8 +19,9 @@ import torch
 
 import fairseq_luong  # noqa: F401  (checkpoint allowlist for torch.load)
 from fairseq_luong.criterions.fused_label_smoothed_cross_entropy import fused_output_loss
-from fairseq_luong.recipes import machine
-from tests.helpers import REPO, SHARED_DATA, TINY_SPEED, make_wmt14_release
+from tests.helpers import REPO, SHARED_DATA, TINY_SPEED, load_file, make_wmt14_release
+
+machine = load_file("scripts/bench/machine.py")
 
 TINY = ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-hidden-size", "16",
         "--decoder-hidden-size", "16", "--encoder-layers", "2", "--decoder-layers", "2"]

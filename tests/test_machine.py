@@ -1,4 +1,4 @@
-"""fairseq_luong/recipes/machine.py: the machine a training or a timing ran on, in one line.
+"""scripts/bench/machine.py: the machine a training or a timing ran on, in one line.
 
 On /proc/cpuinfo texts of the three kinds of CPU this project trains on (what each kind's
 first processor block holds), an unknown one and none; the command line; and
@@ -11,8 +11,9 @@ import sys
 import pytest
 import torch
 
-from fairseq_luong.recipes import machine
-from tests.helpers import REPO
+from tests.helpers import REPO, load_file
+
+machine = load_file("scripts/bench/machine.py")
 
 
 def cpuinfo(vendor, family, model, name, flags, processors=2):
@@ -66,7 +67,7 @@ def test_count_is_plural_except_for_one():
 
 
 def test_the_command_line_prints_one_line_and_refuses_a_missing_gpu():
-    script = REPO / "fairseq_luong" / "recipes" / "machine.py"
+    script = REPO / "scripts" / "bench" / "machine.py"
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "ONEDNN_MAX_CPU_ISA": "AVX2"})
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1, proc.stderr

@@ -1,4 +1,4 @@
-"""What the recipes' `run.sh plan` shares (fairseq_luong/recipes/plan_tools.py), on its
+"""What the recipes' `run.sh plan` shares (examples/common/plan_tools.py), on its
 functions: model sizes counted on the meta device, the options read from a training's
 command line, a binarized split's size, the disk verdict. Seconds; the plans themselves run
 through the recipes in the full tier (tests/test_recipes.py, tests/test_perspe_e2e.py)."""
@@ -6,7 +6,9 @@ import shlex
 
 import torch
 
-from fairseq_luong.recipes import plan_tools as pt
+from tests.helpers import load_file
+
+pt = load_file("examples/common/plan_tools.py")
 
 TINY = ("--arch luong_global_general --encoder-embed-dim 8 --decoder-embed-dim 8 --encoder-hidden-size 8 "
         "--decoder-hidden-size 8 --encoder-layers 1 --decoder-layers 1")

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import fairseq_luong  # noqa: F401  (checkpoint allowlist for torch.load)
-from fairseq_luong.recipes import machine
-from tests.helpers import REPO, SHARED_DATA, make_wmt14_release
+from tests.helpers import REPO, SHARED_DATA, load_file, make_wmt14_release
+
+machine = load_file("scripts/bench/machine.py")
 
 MULTI30K = SHARED_DATA / "multi30k_en_de"
 TINY = ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-hidden-size", "16",

@@ -14,7 +14,7 @@
 # is (its content hash, its id) and the sizes and times of its files. OUT is fresh when
 # its recorded KEY equals the KEY computed now and its files are unchanged since it was
 # stamped: the same sizes and times, or the same content (a copy); a partial deletion or
-# an edit makes it stale. The rule is Python: fairseq_luong/recipes/freshness.py. A step whose output is fresh
+# an edit makes it stale. The rule is Python: examples/common/freshness.py. A step whose output is fresh
 # is skipped; a stale output is made again when that is cheap (data, translations,
 # scores) and refused when it is not (training: the difference is shown; RETRAIN=1 or
 # deleting the folder trains it again, ACCEPT_CODE=1 keeps a model across a code
@@ -81,11 +81,11 @@ need_file() { [[ -s "$1" ]] || die "$1 not found or empty: $2"; }
 key_of() { printf '%q ' "$@"; }
 
 # --------------------------------------------------------------------------- freshness
-# The rule is fairseq_luong/recipes/freshness.py (its docstring says it whole, its tests
+# The rule is examples/common/freshness.py (its docstring says it whole, its tests
 # run in milliseconds); these functions are its command line, KEY passed on stdin. It needs
 # the standard library only: -S skips site-packages at start-up (a recipe runs it hundreds
 # of times: 38 ms a call instead of 57, measured beside two trainings on the 2-core machine)
-FRESHNESS=(python -S "$REPO/fairseq_luong/recipes/freshness.py")
+FRESHNESS=(python -S "$REPO/examples/common/freshness.py")
 
 # stamp OUT KEY [PATH...]: record that OUT was made from KEY, and what it is (the paths it
 # covers, default OUT itself or the folder of a marker DIR/.done; their content hash, id;
@@ -231,7 +231,7 @@ train_system() {
   say "  fairseq-train $bin $*"
   echo "== $(date -u '+%F %T') fairseq-train $bin $*" >> "$dir/train.log"
   # each start names its machine (a training is reproducible bit for bit only on one kind of CPU)
-  echo "== $(date -u '+%F %T') machine: $(python "$REPO/fairseq_luong/recipes/machine.py")" >> "$dir/train.log"
+  echo "== $(date -u '+%F %T') machine: $(python "$REPO/scripts/bench/machine.py")" >> "$dir/train.log"
   if ! "${TRAIN_LAUNCHER[@]+"${TRAIN_LAUNCHER[@]}"}" fairseq-train "$bin" --user-dir "$REPO/fairseq_luong" --save-dir "$dir/checkpoints" \
         --log-format simple --no-progress-bar "$@" 2>&1 \
       | tee -a "$dir/train.log" | python "$TOOLS" progress "$name"; then

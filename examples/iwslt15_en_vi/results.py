@@ -77,7 +77,7 @@ MACHINE = " machine: "  # recipe.sh's line at each start of a training: "== DATE
 
 
 def machines(train_log):
-    """The machines a training ran on (each start's recipe.sh line, recipes/machine.py's
+    """The machines a training ran on (each start's recipe.sh line, scripts/bench/machine.py's
     description), each once, in the order they first ran it; [] for a log from before the
     recipes named them."""
     seen = []

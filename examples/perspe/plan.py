@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-from fairseq_luong.recipes import plan_tools as pt
+import plan_tools as pt  # examples/common/, on PYTHONPATH (run.sh plan)
 
 P100_TOKENS_PER_S = 25000 / 0.4 / 8  # Vaswani et al. 2017, sections 5.1-5.2
 ASPEC_TRAIN_1 = 1_000_000  # ASPEC-JE train-1.txt: the 1M pairs of best alignment score

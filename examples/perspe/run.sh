@@ -481,7 +481,7 @@ plan() {
     seed_args "$name" 1 "${OPTIONS[@]+"${OPTIONS[@]}"}" "${EXTRA[@]+"${EXTRA[@]}"}"
     spec+="system	$name	$(key_of "${ARGS[@]}")"$'\n'
   done
-  printf '%s' "$spec" | python "$HERE/plan.py" --work "$WORK" --seeds "$SEEDS" --gpus "$GPUS" \
+  printf '%s' "$spec" | PYTHONPATH="$REPO/examples/common${PYTHONPATH:+:$PYTHONPATH}" python "$HERE/plan.py" --work "$WORK" --seeds "$SEEDS" --gpus "$GPUS" \
     --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --batch "$BATCH" --vocab "$VOCAB" \
     --average "$AVERAGE" --reserve "$RESERVE" --preset "$PRESET" \
     || die "the plan does not fit: see above"

@@ -19,7 +19,7 @@ import math
 import os
 import sys
 
-from fairseq_luong.recipes import plan_tools as pt
+import plan_tools as pt  # examples/common/, on PYTHONPATH (run.sh plan)
 
 PAPER_PAIRS, PAPER_WORDS_EN, PAPER_WORDS_DE = 4_500_000, 116_000_000, 110_000_000
 K40_WORDS_PER_S = 1000  # Luong et al. 2015, section 4.1

@@ -446,7 +446,7 @@ plan() {
     model_args "$m"
     spec+="model	$m	$(key_of "${TRAIN_ARGS[@]}" "${EXTRA[@]+"${EXTRA[@]}"}")"$'\n'
   done
-  printf '%s' "$spec" | python "$HERE/plan.py" --work "$WORK" --src-dir "$SRC_DIR" --gpus "$GPUS" \
+  printf '%s' "$spec" | PYTHONPATH="$REPO/examples/common${PYTHONPATH:+:$PYTHONPATH}" python "$HERE/plan.py" --work "$WORK" --src-dir "$SRC_DIR" --gpus "$GPUS" \
     --reserve "$RESERVE" --bin "$BIN" $([[ -n "$DATA" ]] && echo --have-release) \
     || die "the plan does not fit: see above"
 }

@@ -63,7 +63,7 @@ class DeviceClock:
 
         if self.device == "cuda":
             return torch.cuda.get_device_name(0)
-        from fairseq_luong.recipes.machine import count, describe_cpu
+        from machine import count, describe_cpu
 
         n = threads or torch.get_num_threads()
         # the CPU itself: "CPU, 2 threads" alone said nothing of which (its kind decides bf16's speed)

@@ -191,8 +191,7 @@ def main(argv=None):
                     print(f"[benchmark_iwslt] repetition {r + 1}: {name} beam {beam} {rate:.2f} sentences/s",
                           file=sys.stderr, flush=True)
     import torch
-
-    from fairseq_luong.recipes.machine import count, describe_cpu
+    from machine import count, describe_cpu
 
     kernels = torch.backends.cpu.get_cpu_capability()
     precision = "--amp" if "--amp" in options["lstm"] else "float32"

@@ -311,7 +311,7 @@ def same_or_refuse(file: str, key: str, what: str, bounds: Sequence[str] = ()) -
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fairseq_luong.recipes.freshness",
+    parser = argparse.ArgumentParser(prog="python examples/common/freshness.py",
                                      description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help in (("stamp", "record that OUT was made from KEY (stdin), over PATHs"),

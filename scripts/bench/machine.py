@@ -10,7 +10,7 @@ runs on (``cpu_kind``): AMX tiles (``AMX-BF16``), AVX-512 with bf16 dot products
 ``ONEDNN_MAX_CPU_ISA`` when it is set. Model names such as "AMD EPYC" leave the generation
 out, so the family and model numbers are given too, with the generation where it is known.
 
-    python fairseq_luong/recipes/machine.py [--device auto|cpu|cuda]
+    python scripts/bench/machine.py [--device auto|cpu|cuda]
 
 Not part of the plugin that fairseq loads; torch is imported only by ``describe``.
 """

@@ -1,6 +1,7 @@
 """What the recipes' `run.sh plan` shares: model sizes, GPUs, disk, a data set's size.
 
-Imported by examples/*/plan.py (not a command). Model sizes come from building each model
+Imported by examples/*/plan.py (not a command), which their run.sh runs with this folder on
+``PYTHONPATH``. Model sizes come from building each model
 exactly as fairseq-train would (its command-line options, the plugin's --user-dir), on
 PyTorch's meta device: the parameters are counted, no memory is taken.
 """
@@ -9,7 +10,8 @@ import shlex
 import shutil
 import tempfile
 
-PLUGIN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the fairseq_luong folder: --user-dir
+# the fairseq_luong folder (--user-dir): this file is examples/common/plan_tools.py
+PLUGIN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fairseq_luong")
 GB = 1e9
 
 
