@@ -25,7 +25,9 @@ RUN = REPO / "examples" / "iwslt15_en_vi" / "run.sh"
 SYSTEMS = ("luong_global_general", "lstm")
 TRAINED = ("luong_global_general", "luong_global_general.s2", "lstm")  # with a second seed
 EVALUATED = (*TRAINED, "ensemble_all")  # and every system of ours together
-OPTIONS = ["--units", "16", "--max-epoch", "2", "--hours", "0.1", "--averages", "best 1 2", "--beams", "2",
+SAVE_EVERY = 4  # updates: an epoch of the slice is about 10
+OPTIONS = ["--units", "16", "--max-epoch", "2", "--save-every", str(SAVE_EVERY), "--hours", "0.1",
+           "--averages", "best 1 2", "--beams", "2",
            "--lenpens", "1.0 1.2", "--heatmap-line", "3", "--systems", " ".join(EVALUATED)]
 
 pytestmark = pytest.mark.skipif(not (DATA / "train.en.xz").exists(), reason=f"no {DATA}")
@@ -107,7 +109,15 @@ def test_eval_chooses_on_tst2012_and_translates_tst2013_once(rehearsal, system):
         float(r["bleu"]), float(r["sacrebleu"])
         if r["unk"] == "1":
             assert "<unk>" not in Path(r["hyp"]).read_text(encoding="utf-8")
-    assert (d / "curve.tsv").read_text(encoding="utf-8").count("\n") == 3  # a header and two validations
+    # tst2012 scored at each epoch's end and at each save between (--save-every), the newest of
+    # those kept beside the epochs' checkpoints; the averages above are of the epochs' alone
+    ends = [int(line.rsplit("num_updates ", 1)[1].split()[0]) for line in lines(d / "train.log")
+            if "| train | epoch" in line]
+    curve = [int(row.split("\t")[0]) for row in lines(d / "curve.tsv")[1:]]
+    assert len(ends) == 2 and curve == sorted(set(ends) | set(range(SAVE_EVERY, ends[-1] + 1, SAVE_EVERY)))
+    newest = max(u for u in curve if u not in ends)  # an epoch's end saves checkpointE.pt instead
+    assert [p.name for p in (d / "checkpoints").glob("checkpoint_*_*.pt")] == [
+        f"checkpoint_{1 if newest <= ends[0] else 2}_{newest}.pt"]
     assert (d / "attention_3.png").stat().st_size > 0
 
 

@@ -261,3 +261,22 @@ def test_a_heat_map_of_japanese_pieces_draws_every_glyph(tmp_path, caplog, monke
     assert_png(tmp_path / "a.png")
     assert not [w for w in caught if "missing from font" in str(w.message)], [str(w.message) for w in caught]
     assert not [r for r in caplog.records if "drawn as boxes" in r.getMessage()]
+
+
+def test_a_validation_at_a_mid_epoch_save_sits_between_the_epochs(tmp_path, capsys):
+    """--save-interval-updates scores the valid set between two epochs' ends: against epochs it
+    is placed by the part of its epoch trained (epochs of 4 updates: update 6 is epoch 1.5),
+    not on its epoch's end."""
+    log = tmp_path / "train.log"
+    log.write_text("""\
+2026-12-07 13:00:01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 6.5 | ppl 90 | num_updates 2
+2026-12-07 13:00:02 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 6.3 | ppl 80 | num_updates 4
+2026-12-07 13:00:02 | INFO | train | epoch 001 | loss 6.4 | ppl 83.9 | num_updates 4 | wall 9
+2026-12-07 13:00:03 | INFO | valid | epoch 002 | valid on 'valid' subset | loss 6.0 | ppl 60 | num_updates 6
+2026-12-07 13:00:04 | INFO | valid | epoch 002 | valid on 'valid' subset | loss 6.1 | ppl 70 | num_updates 8
+2026-12-07 13:00:04 | INFO | train | epoch 002 | loss 6.1 | ppl 68.6 | num_updates 8 | wall 18
+""", encoding="utf-8")
+    png = tmp_path / "curves.png"
+    script("plot_curves")["main"]([str(log), "--x", "epochs", "--png", str(png)])
+    assert "| train | 4 | 60.00 | 1.5 | 70.00 |" in capsys.readouterr().out
+    assert_png(png)

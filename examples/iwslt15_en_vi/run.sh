@@ -49,6 +49,9 @@
 #   --max-epoch N     the budget: every system trains N epochs (default: 20); a larger N for
 #                     a system trained with a smaller one trains it on from its last
 #                     checkpoint, as if it had had N from the start
+#   --save-every N    also save the training every N updates (default: 200, about a tenth of an
+#                     hour on 2 CPU cores; an epoch is about 726): a training stopped between two
+#                     epochs resumes from there, mid-epoch, losing at most N updates
 #   --hours H         also stop a training after H hours of fairseq-train's clock (default: none,
 #                     so that a slower machine does not shorten one system's budget)
 #   --precision P     float32 (default: the paper's, and on a CPU without bf16 arithmetic 2.7x
@@ -73,12 +76,12 @@ REPO="$(cd "$HERE/../.." && pwd)"
 RECIPE=iwslt15
 
 DATA="$REPO/../shared/data/iwslt15_en_vi" WORK="$REPO/runs/iwslt15_en_vi"
-SYSTEMS="luong_global_general lstm" HOURS="" PRECISION=float32 MAX_EPOCH=20 UNITS=512 SEED=1 HEATMAP_LINE=7 RESULTS="$HERE/results"
+SYSTEMS="luong_global_general lstm" HOURS="" PRECISION=float32 MAX_EPOCH=20 SAVE_EVERY=200 UNITS=512 SEED=1 HEATMAP_LINE=7 RESULTS="$HERE/results"
 AVERAGES="best 1 3 5" BEAMS="5 10" LENPENS="0.6 1.0 1.4"
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }  # the header comment
 source "$REPO/examples/common/recipe.sh"
 declare -A OPTS=([--data-dir]=DATA [--work-dir]=WORK [--systems]=SYSTEMS [--hours]=HOURS [--precision]=PRECISION
-                 [--max-epoch]=MAX_EPOCH [--units]=UNITS [--averages]=AVERAGES [--beams]=BEAMS
+                 [--max-epoch]=MAX_EPOCH [--save-every]=SAVE_EVERY [--units]=UNITS [--averages]=AVERAGES [--beams]=BEAMS
                  [--lenpens]=LENPENS [--seed]=SEED [--heatmap-line]=HEATMAP_LINE [--results]=RESULTS)
 parse_options "$@"
 set -- "${POS[@]+"${POS[@]}"}"
@@ -86,6 +89,7 @@ set -- "${POS[@]+"${POS[@]}"}"
 [[ "$PRECISION" == float32 || "$PRECISION" == amp ]] \
   || { echo "run.sh: --precision $PRECISION: give float32 or amp (bfloat16 autocast)" >&2; exit 2; }
 check_number --max-epoch "$MAX_EPOCH" count "the most epochs a system trains"
+check_number --save-every "$SAVE_EVERY" count "a number of updates between two saves"
 check_number --units "$UNITS" count "the embedding and hidden size"
 check_number --seed "$SEED" integer "the random seed"
 check_number --heatmap-line "$HEATMAP_LINE" count "a line of tst2013.en (1-based)"
@@ -154,12 +158,17 @@ for s in $SYSTEMS; do check_system "$s"; done  # an unknown --systems name stops
 # the best so far (fairseq's reduce_lr_on_plateau, patience 0), and the same budget for all:
 # --max-epoch epochs, no early stop (one noisy epoch once ended one system 7 epochs before
 # another); the final model (an average of the last epochs, or the best) is chosen on tst2012;
-# float32 (--precision amp: bfloat16 autocast, float32 weights)
+# float32 (--precision amp: bfloat16 autocast, float32 weights). A save every --save-every
+# updates (checkpoint_E_U.pt, the newest kept; tst2012 is scored at each) lets a training that
+# outlasts its machine resume mid-epoch; the rate changes only at an epoch's end, and each
+# update's seed is fairseq's seed + updates, so where it resumes changes nothing it learns
+# (checkpoint_best.pt is the best of every tst2012 score, mid-epoch ones included)
 TRAIN=(--dropout 0.3 --criterion fused_label_smoothed_cross_entropy --label-smoothing 0.1
        --optimizer adam --adam-betas "(0.9, 0.98)" --lr 0.001 --clip-norm 1.0
        --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5
        --best-checkpoint-metric nll_loss --max-tokens 4000
        --max-epoch "$MAX_EPOCH" --keep-last-epochs 5 --log-interval 100 --seed "$SEED"
+       --save-interval-updates "$SAVE_EVERY" --keep-interval-updates 1
        --skip-invalid-size-inputs-valid-test)
 [[ "$PRECISION" == float32 ]] || TRAIN+=(--amp)
 # train_flags NAME: TRAIN_NAME=(TRAIN with NAME's seed, in --seed's place)

@@ -32,11 +32,24 @@ def main(argv=None):
     from fairseq_luong.analysis.text_files import named_files
     from fairseq_luong.analysis.training_log import read_training_log, wall_seconds
 
+    def epochs_of(log, record):
+        """The epochs trained at a record: E at epoch E's end; between two ends (a validation at
+        a mid-epoch save, --save-interval-updates), E - 1 and the part of epoch E's updates done
+        (every epoch has the first one's number of updates: the batches are fixed)."""
+        ends = {r.epoch: r.num_updates for r in log.train}
+        if ends.get(record.epoch) == record.num_updates or not ends:
+            return record.epoch
+        size = min(ends.items())[1] if min(ends) == 1 else None
+        start = ends.get(record.epoch - 1, 0 if record.epoch == 1 else None)
+        if not size or start is None:
+            return record.epoch
+        return record.epoch - 1 + round((record.num_updates - start) / size, 3)
+
     def x_of(log, record, x):
         if x == "updates":
             return record.num_updates
         if x == "epochs":
-            return record.epoch
+            return epochs_of(log, record)
         wall = record.stats["wall"] if "wall" in record.stats else wall_seconds(log, record.num_updates)
         if wall is None:
             raise SystemExit(f"error: {log.path}: no wall clock (fairseq's 'wall') for --x minutes")
@@ -61,7 +74,7 @@ def main(argv=None):
             train[x].append((name, [x_of(log, r, x) for r in inner], [r.stats["loss"] for r in inner]))
         best = min(records, key=lambda r: r.stats["ppl"])
         at = x_of(log, best, first)
-        at = f"{at:.1f}" if first == "minutes" else at
+        at = f"{at:.1f}" if first == "minutes" else f"{at:g}"
         print(f"| {name} | {len(records)} | {best.stats['ppl']:.2f} | {at} | {records[-1].stats['ppl']:.2f} |")
     xlabels = {"updates": "updates", "epochs": "epochs", "minutes": "wall-clock minutes"}
     panels = []
