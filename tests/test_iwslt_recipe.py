@@ -183,10 +183,11 @@ def test_the_speed_benchmark_runs_the_recipes_options_side_by_side(rehearsal):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench" / "benchmark_iwslt.py"), str(work),
                            "--updates", "1", "--warmup", "1", "--repeats", "1", "--threads", "1",
-                           "--beams", "2", "3", "--shards", "2"],
+                           "--beams", "2", "3"],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     train_table, beam_table = proc.stdout.split("\nBeam search: ")
+    assert beam_table.startswith("tst2012, 60 sentences translated,")  # all of the slice's tst2012
     rows = [line.split(" | ") for line in train_table.splitlines() if line.startswith("| luong") or
             line.startswith("| lstm")]
     assert [r[0][2:] for r in rows] == ["luong_global_general", "lstm"]

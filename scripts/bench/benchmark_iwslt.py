@@ -3,7 +3,7 @@
 fairseq's ``lstm``.
 
   python scripts/bench/benchmark_iwslt.py WORK [--systems luong_global_general lstm] [--updates 60]
-         [--warmup 10] [--repeats 2] [--threads 2] [--before PATH] [--beams 5 10] [--shards 4]
+         [--warmup 10] [--repeats 2] [--threads 2] [--before PATH] [--beams 5 10]
 
 WORK is the recipe's work folder after ``examples/iwslt15_en_vi/run.sh --work-dir WORK prepare``
 (its ``data-bin``: the anchors' vocabularies, 17,188 English and 7,706 Vietnamese words, pairs of
@@ -18,15 +18,15 @@ our systems with the plugin of the checkout at PATH (a ``git worktree`` of the c
 change) as NAME@before, with the same options, in the same alternation.
 
 Beam search (``--beams``; ``--beams`` with no value: none): each system's model after one update
-(saved once per system) translates a ``1/--shards`` share of tst2012 (fairseq-generate
-``--num-shards``, shard 0) at each beam, with the recipe's ``--batch-size 64``, in a fresh
-process, the systems alternating ``--repeats`` times. A model one update old never chooses the
-end of a sentence, so every hypothesis runs to its length limit, here ``--max-len-a 1.2
---max-len-b 1`` (tst2012 has 1.23 Vietnamese tokens an English one): every system decodes the
-same number of steps, near the references' length. The table gives fairseq-generate's own
-sentences per second (its generation time, not its start), the ratio to ``lstm``, and the tokens
-a hypothesis (equal when the lengths are). It is a benchmark, not a test: run it with nothing
-else on the machine.
+(saved once per system) translates all of tst2012 (1,553 sentences; fairseq 0.12's generate
+reads no ``--num-shards``: it shards by ``--distributed-world-size`` alone) at each beam, with
+the recipe's ``--batch-size 64``, in a fresh process, the systems alternating ``--repeats``
+times. A model one update old never chooses the end of a sentence, so every hypothesis runs to
+its length limit, here ``--max-len-a 1.2 --max-len-b 1`` (tst2012 has 1.23 Vietnamese tokens an
+English one): every system decodes the same number of steps, near the references' length. The
+table gives fairseq-generate's own sentences per second (its generation time, not its start),
+the ratio to ``lstm``, and the tokens a hypothesis (equal when the lengths are). It is a
+benchmark, not a test: run it with nothing else on the machine.
 """
 import argparse
 import json
@@ -118,18 +118,18 @@ def one_update_model(work, name, options, threads, save, plugin=REPO):
 GENERATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in [\d.]+s \(([\d.]+) sentences/s")
 
 
-def beam_once(work, model, beam, shards, threads, plugin=REPO):
-    """tst2012's shard 0 of ``shards`` translated by ``model`` at ``beam``: fairseq-generate's
+def beam_once(work, model, beam, threads, plugin=REPO):
+    """tst2012 translated by ``model`` at ``beam``: fairseq-generate's
     sentences per second and the tokens a hypothesis."""
     out = fairseq(plugin, threads, "fairseq_cli.generate",
                   [os.path.join(work, "data-bin"), "--path", model, "--gen-subset", "valid", "--beam", str(beam),
-                   "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "1", "--num-shards", str(shards),
-                   "--shard-id", "0", "--num-workers", "0", "--quiet", "--no-progress-bar"])
+                   "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "1",
+                   "--num-workers", "0", "--quiet", "--no-progress-bar"])
     found = GENERATED.search(out)
     if not found:
         raise SystemExit(f"benchmark_iwslt.py: no 'Translated ...' line from fairseq-generate:\n{out[-2000:]}")
     sentences, tokens, rate = (float(g.replace(",", "")) for g in found.groups())
-    return rate, tokens / sentences
+    return rate, tokens / sentences, int(sentences)
 
 
 def main(argv=None):
@@ -145,7 +145,6 @@ def main(argv=None):
                         "at PATH, as NAME@before")
     parser.add_argument("--beams", nargs="*", type=int, default=[5, 10],
                         help="beam sizes timed on tst2012 (default: %(default)s; none: no beam search)")
-    parser.add_argument("--shards", type=int, default=4, help="translate 1/SHARDS of tst2012 (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.before and not os.path.isfile(os.path.join(args.before, "fairseq_luong", "__init__.py")):
         parser.error(f"--before {args.before}: no fairseq_luong/ there")
@@ -154,9 +153,9 @@ def main(argv=None):
                      f"{args.work} prepare first")
     if "lstm" not in args.systems:
         parser.error("--systems: add lstm, the reference the ratios are measured against in the same run")
-    for n in (args.updates, args.warmup, args.repeats, args.threads, args.shards, *args.beams):
+    for n in (args.updates, args.warmup, args.repeats, args.threads, *args.beams):
         if n < 1:
-            parser.error("--updates, --warmup, --repeats, --threads, --shards and --beams: give 1 or more")
+            parser.error("--updates, --warmup, --repeats, --threads and --beams: give 1 or more")
     options = {name: recipe_options(name) for name in args.systems}
     runs = list(args.systems)  # the rows: NAME, and NAME@before for our systems with --before
     if args.before:
@@ -174,6 +173,7 @@ def main(argv=None):
             print(f"[benchmark_iwslt] repetition {r + 1}: {name} {rate:.0f} words/s", file=sys.stderr, flush=True)
     beam_rates = {(n, b): [] for n in runs for b in args.beams}
     lengths = {(n, b): [] for n in runs for b in args.beams}
+    counts = set()  # sentences each fairseq-generate says it translated
     if args.beams:
         models = {}
         for name in runs:
@@ -184,10 +184,11 @@ def main(argv=None):
         for r in range(args.repeats):
             for beam in args.beams:
                 for name in runs:
-                    rate, length = beam_once(args.work, models[name], beam, args.shards, args.threads,
+                    rate, length, translated = beam_once(args.work, models[name], beam, args.threads,
                                              plugin=args.before if name.endswith("@before") else REPO)
                     beam_rates[name, beam].append(rate)
                     lengths[name, beam].append(length)
+                    counts.add(translated)
                     print(f"[benchmark_iwslt] repetition {r + 1}: {name} beam {beam} {rate:.2f} sentences/s",
                           file=sys.stderr, flush=True)
     import torch
@@ -207,8 +208,9 @@ def main(argv=None):
         print(f"| {name} | {statistics.median(rates[name]):.0f} | {statistics.median(ratios):.2f} | "
               f"{min(ratios):.2f}-{max(ratios):.2f} | {max(p or 0 for p in peaks[name]):.0f} |")
     if args.beams:
-        print(f"\nBeam search: 1/{args.shards} of tst2012, --batch-size 64, every hypothesis to its length limit "
-              f"(--max-len-a 1.2 --max-len-b 1), fairseq-generate's sentences/s")
+        translated = " or ".join(map(str, sorted(counts)))
+        print(f"\nBeam search: tst2012, {translated} sentences translated, --batch-size 64, every hypothesis to its "
+              "length limit (--max-len-a 1.2 --max-len-b 1), fairseq-generate's sentences/s")
         print("| system | beam | sentences/s (median) | ratio to lstm | ratio range | tokens a hypothesis |")
         print("|---|---|---|---|---|---|")
         for beam in args.beams:
