@@ -36,12 +36,9 @@ def main(argv=None):
         """The epochs trained at a record: E at epoch E's end; between two ends (a validation at
         a mid-epoch save, --save-interval-updates), E - 1 and the part of epoch E's updates done
         (every epoch has the first one's number of updates: the batches are fixed)."""
-        ends = {r.epoch: r.num_updates for r in log.train}
-        if ends.get(record.epoch) == record.num_updates or not ends:
-            return record.epoch
-        size = min(ends.items())[1] if min(ends) == 1 else None
-        start = ends.get(record.epoch - 1, 0 if record.epoch == 1 else None)
-        if not size or start is None:
+        ends = {0: 0, **{r.epoch: r.num_updates for r in log.train}}
+        size, start = ends.get(1), ends.get(record.epoch - 1)
+        if ends.get(record.epoch) == record.num_updates or not size or start is None:
             return record.epoch
         return record.epoch - 1 + round((record.num_updates - start) / size, 3)
 
