@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from fairseq_luong.modules.steps import beam_rows
 from tests.helpers import build_model, random_batch
 
 aten = torch.ops.aten
@@ -202,7 +203,8 @@ def test_no_host_synchronisation_inside_the_step_loops(arch, extra, monkeypatch)
     """Issue 38's "no host synchronisation in the loop": training (forward and backward) and
     inference read values back to the host a fixed number of times per call, whatever the
     target length (the encoder's lengths, the active rows), and an incremental decoding step
-    (a beam step) never. On a GPU such a read stalls the launches until the device catches up."""
+    (a beam step) never on a GPU. There such a read stalls the launches until the device
+    catches up; on the CPU beam search's reorder reads its order (``steps/beam_rows.py``)."""
     torch.manual_seed(0)
     model, task, _ = build_model(arch, *(SIZES + extra if extra is not None else []))
     for mode in ("train", "eval"):
@@ -220,6 +222,8 @@ def test_no_host_synchronisation_inside_the_step_loops(arch, extra, monkeypatch)
     model.eval()
     batch = random_batch(task, srclens=(9, 5, 2), tgtlens=(6, 6, 6))
     prev = batch["prev_output_tokens"]
+    # as on a GPU: the reorder reads new_order on the host only on the CPU (steps/beam_rows.py)
+    monkeypatch.setattr(beam_rows, "reads_order_on_host", lambda new_order: False)
     with torch.no_grad():
         enc = model.encoder(batch["src_tokens"], batch["src_lengths"])
         state = {}

@@ -36,6 +36,7 @@ from ...errors import ConfigError
 from ..dropout import Dropout
 from ..layers import LSTM, Linear
 from ..steps.active_rows import ActiveRows
+from ..steps.beam_rows import SENTENCE
 from ..steps.loop import compute_dtype, run_steps
 from ..steps.recurrent_decoder import RecurrentDecoder
 from .attention import AttentionalHidden, SourceMemory
@@ -47,6 +48,7 @@ class LuongDecoder(RecurrentDecoder):
     (``forward``, the output projection W_s, the cached state) is ``RecurrentDecoder``'s."""
 
     cached_batch_dims = {"h": 1, "c": 1}  # layers x bsz x H; feed and keys are batch-first
+    cached_per_sentence = ("keys",)  # the score's keys of the source (bsz x srclen x K)
 
     def __init__(
         self,
@@ -147,7 +149,8 @@ class LuongDecoder(RecurrentDecoder):
                 x.transpose(0, 1), h0, c0, memory, step0, need_weights)
 
         if incremental_state is not None:
-            state: Dict[str, Optional[Tensor]] = {"h": h_n, "c": c_n, "feed": feed}
+            state: Dict[str, Optional[Tensor]] = {"h": h_n, "c": c_n, "feed": feed,
+                                                  SENTENCE: encoder_out.get(SENTENCE)}
             if memory is not None and memory.keys is not None:
                 state["keys"] = memory.keys
             self.set_cached_state(incremental_state, state)

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from ..dropout import Dropout
 from ..layers import LSTM
+from ..steps.beam_rows import SENTENCE, reorder_rows, sentence_rows
 
 
 def source_order(
@@ -132,6 +133,7 @@ class LuongEncoder(FairseqEncoder):
             "final_cells": c_n,  # layers x bsz x C
             "src_start": start,  # bsz
             "src_length": length,  # bsz
+            SENTENCE: sentence_rows(bsz, src_tokens.device),  # bsz: beam search's reorder reads it
         }
 
     def _combine_directions(self, state: Tensor) -> Tensor:
@@ -141,11 +143,9 @@ class LuongEncoder(FairseqEncoder):
         return state.reshape(self.num_layers, bsz, 2 * hidden)
 
     def reorder_encoder_out(self, encoder_out: Dict[str, Tensor], new_order: Tensor):
-        batch_dim = {"final_hiddens": 1, "final_cells": 1}
-        return {
-            key: value.index_select(batch_dim.get(key, 0), new_order)
-            for key, value in encoder_out.items()
-        }
+        # everything here is its sentence's (steps/beam_rows.py)
+        return reorder_rows(encoder_out, new_order, per_sentence=encoder_out,
+                            batch_dims={"final_hiddens": 1, "final_cells": 1})
 
     def max_positions(self):
         return self.max_source_positions

@@ -37,6 +37,7 @@ from ..layers import Linear
 from ..luong.attention import GlobalAttention
 from ..luong.scores import ConcatScore
 from ..steps.active_rows import ActiveRows
+from ..steps.beam_rows import SENTENCE
 from ..steps.loop import compute_dtype, run_steps
 from ..steps.recurrent_decoder import RecurrentDecoder
 from .gru import GRU
@@ -52,6 +53,8 @@ def maxout(x: Tensor, pieces: int) -> Tensor:
 class RNNsearchDecoder(RecurrentDecoder):
     """The decoder of the module docstring; what fairseq and the fused criterion see of it
     (``forward``, the output projection W_o, the cached state) is ``RecurrentDecoder``'s."""
+
+    cached_per_sentence = ("keys",)  # U_a h_j of the source (bsz x srclen x K)
 
     def __init__(self, dictionary, embed_tokens: nn.Embedding, hidden_size: int,
                  encoder_output_units: int, attention_dim: int, maxout_dim: int,
@@ -103,7 +106,8 @@ class RNNsearchDecoder(RecurrentDecoder):
             skip_padding=incremental_state is None and not need_weights)
         features, s, attn = self._run(emb, s, memory, step0, need_weights, active_rows)
         if incremental_state is not None:
-            self.set_cached_state(incremental_state, {"s": s, "keys": memory.keys})
+            self.set_cached_state(incremental_state, {"s": s, "keys": memory.keys,
+                                                      SENTENCE: encoder_out.get(SENTENCE)})
         return features, {"attn": [attn]}  # features: t_i, what W_o reads
 
     def _run(self, emb, s, memory, step0, need_weights, active_rows: ActiveRows):

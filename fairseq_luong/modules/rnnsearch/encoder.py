@@ -23,6 +23,7 @@ from torch import Tensor
 from ..dropout import Dropout
 from ..luong.encoder import source_order
 from ..steps.active_rows import ActiveRows
+from ..steps.beam_rows import SENTENCE, reorder_rows, sentence_rows
 from .gru import GRU, gru_update
 
 
@@ -37,7 +38,8 @@ class RNNsearchEncoder(FairseqEncoder):
     * ``encoder_padding_mask``: bsz x srclen;
     * ``backward_first``: bsz x H, the backward state at the first word, backward h_1
       (the decoder's s_0 = tanh(W_s backward h_1));
-    * ``src_start`` / ``src_length``: bsz, first real position and length.
+    * ``src_start`` / ``src_length``: bsz, first real position and length;
+    * ``sentence``: bsz, the row's sentence (``steps/beam_rows.py``).
     """
 
     def __init__(self, dictionary, embed_tokens: nn.Embedding, hidden_size: int, dropout: float,
@@ -94,10 +96,12 @@ class RNNsearchEncoder(FairseqEncoder):
             "backward_first": backward_h[:, 0],  # bsz x H: backward h_1, after the whole sentence
             "src_start": start,  # bsz
             "src_length": length,  # bsz
+            SENTENCE: sentence_rows(bsz, src_tokens.device),  # bsz: beam search's reorder reads it
         }
 
     def reorder_encoder_out(self, encoder_out: Dict[str, Tensor], new_order: Tensor):
-        return {key: value.index_select(0, new_order) for key, value in encoder_out.items()}
+        # everything here is its sentence's (steps/beam_rows.py)
+        return reorder_rows(encoder_out, new_order, per_sentence=encoder_out)
 
     def max_positions(self):
         return self.max_source_positions

@@ -10,7 +10,9 @@ The contract, stated once for both families:
   the softmax is the criterion's or the generator's (fairseq's ``get_normalized_probs``);
 * one cached-state dict per incremental state (``get_cached_state``), every tensor of which
   ``reorder_incremental_state`` index-selects along its batch dimension, as beam search
-  reorders hypotheses (fairseq's ``lstm`` idiom);
+  reorders hypotheses (fairseq's ``lstm`` idiom), except those of ``cached_per_sentence``
+  while every row keeps its sentence (``steps/beam_rows.py``: the state then carries the
+  encoder's ``sentence``);
 * ``make_generation_fast_(need_attn)``: whether the forward returns attention weights.
 
 Subclasses build their own layers (in their paper's order: parameter order decides
@@ -23,10 +25,14 @@ import torch.nn.functional as F
 from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
 
+from .beam_rows import reorder_rows
+
 
 class RecurrentDecoder(FairseqIncrementalDecoder):
     # the batch dimension of each cached tensor, where it is not 0
     cached_batch_dims: Dict[str, int] = {}
+    # the cached tensors that are functions of the row's source sentence alone
+    cached_per_sentence: Tuple[str, ...] = ()
 
     def __init__(self, dictionary, embed_tokens: nn.Embedding, max_target_positions: int):
         super().__init__(dictionary)
@@ -94,8 +100,5 @@ class RecurrentDecoder(FairseqIncrementalDecoder):
         cached = self.get_cached_state(incremental_state)
         if cached is None:
             return
-        reordered: Dict[str, Optional[Tensor]] = {
-            key: (None if value is None else value.index_select(self.cached_batch_dims.get(key, 0), new_order))
-            for key, value in cached.items()
-        }
-        self.set_cached_state(incremental_state, reordered)
+        self.set_cached_state(incremental_state, reorder_rows(
+            cached, new_order, per_sentence=self.cached_per_sentence, batch_dims=self.cached_batch_dims))
