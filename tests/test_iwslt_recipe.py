@@ -198,6 +198,15 @@ def test_the_speed_benchmark_runs_the_recipes_options_side_by_side(rehearsal):
     assert all(float(r[2]) > 0 for r in beams) and beams[1][3] == beams[3][3] == "1.00"
     assert beams[0][5] == beams[1][5] and beams[2][5] == beams[3][5]  # the same tokens a hypothesis
     assert "IWSLT'15 En-Vi (run.sh's options: 2 x 512" in proc.stdout
+    # --updates 0: beam search alone, no training table
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench" / "benchmark_iwslt.py"), str(work),
+                           "--updates", "0", "--repeats", "1", "--threads", "1", "--beams", "2"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no training, 1 alternating repetition" in proc.stdout and "train words/s" not in proc.stdout
+    beams = [line.split(" | ") for line in proc.stdout.splitlines() if line.startswith("| l")]
+    assert [(r[0][2:], r[1], r[3]) for r in beams] == [("luong_global_general", "2", beams[0][3]),
+                                                       ("lstm", "2", "1.00")]
     assert proc.stdout.startswith(f"# {machine.describe_cpu()}, 1 thread, torch {torch.__version__} (kernels ")
 
 

@@ -15,7 +15,8 @@ table gives each system's target words per second (fairseq-train's own ``wpb`` a
 the timed updates: their words over their time), its ratio to ``lstm`` in the same repetition
 (median and range), and the process's peak resident memory. ``--before PATH`` also runs each of
 our systems with the plugin of the checkout at PATH (a ``git worktree`` of the commit before a
-change) as NAME@before, with the same options, in the same alternation.
+change) as NAME@before, with the same options, in the same alternation. ``--updates 0``: no
+training, beam search alone.
 
 Beam search (``--beams``; ``--beams`` with no value: none): each system's model after one update
 (saved once per system) translates all of tst2012 (1,553 sentences; fairseq 0.12's generate
@@ -137,7 +138,8 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("work", help="the recipe's work folder (prepared)")
     parser.add_argument("--systems", nargs="+", default=["luong_global_general", "lstm"])
-    parser.add_argument("--updates", type=int, default=60, help="timed updates per run (default: %(default)s)")
+    parser.add_argument("--updates", type=int, default=60,
+                        help="timed updates per run (default: %(default)s; 0: no training, beam search alone)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed updates first (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
@@ -153,9 +155,11 @@ def main(argv=None):
                      f"{args.work} prepare first")
     if "lstm" not in args.systems:
         parser.error("--systems: add lstm, the reference the ratios are measured against in the same run")
-    for n in (args.updates, args.warmup, args.repeats, args.threads, *args.beams):
+    for n in (args.warmup, args.repeats, args.threads, *args.beams):
         if n < 1:
-            parser.error("--updates, --warmup, --repeats, --threads and --beams: give 1 or more")
+            parser.error("--warmup, --repeats, --threads and --beams: give 1 or more")
+    if args.updates < 0 or args.updates == 0 and not args.beams:
+        parser.error("--updates: give 0 (beam search alone, with --beams) or more")
     options = {name: recipe_options(name) for name in args.systems}
     runs = list(args.systems)  # the rows: NAME, and NAME@before for our systems with --before
     if args.before:
@@ -163,7 +167,7 @@ def main(argv=None):
     rates = {n: [] for n in runs}
     peaks = {n: [] for n in runs}
     save = os.path.join(args.work, "bench")
-    for r in range(args.repeats):
+    for r in range(args.repeats if args.updates else 0):
         for name in runs:  # alternate the systems
             system, at_before = name.split("@")[0], name.endswith("@before")
             rate, peak = train_once(args.work, system, options[system], args.warmup, args.updates, args.threads,
@@ -198,15 +202,17 @@ def main(argv=None):
     precision = "--amp" if "--amp" in options["lstm"] else "float32"
     print(f"# {describe_cpu()}, {count(args.threads, 'thread')}, torch {torch.__version__} (kernels {kernels}), "
           f"commit {commit()}; IWSLT'15 En-Vi "
-          f"(run.sh's options: 2 x 512, --max-tokens 4000, {precision}); {args.updates} timed updates after "
-          f"{args.warmup}, {args.repeats} alternating repetitions"
+          f"(run.sh's options: 2 x 512, --max-tokens 4000, {precision}); "
+          + (f"{args.updates} timed updates after {args.warmup}, " if args.updates else "no training, ")
+          + count(args.repeats, "alternating repetition")
           + (f"; @before: {args.before} (commit {git_commit(args.before)})" if args.before else ""))
-    print("| system | train words/s (median) | ratio to lstm | ratio range | peak MB |")
-    print("|---|---|---|---|---|")
-    for name in runs:
-        ratios = [a / b for a, b in zip(rates[name], rates["lstm"])]
-        print(f"| {name} | {statistics.median(rates[name]):.0f} | {statistics.median(ratios):.2f} | "
-              f"{min(ratios):.2f}-{max(ratios):.2f} | {max(p or 0 for p in peaks[name]):.0f} |")
+    if args.updates:
+        print("| system | train words/s (median) | ratio to lstm | ratio range | peak MB |")
+        print("|---|---|---|---|---|")
+        for name in runs:
+            ratios = [a / b for a, b in zip(rates[name], rates["lstm"])]
+            print(f"| {name} | {statistics.median(rates[name]):.0f} | {statistics.median(ratios):.2f} | "
+                  f"{min(ratios):.2f}-{max(ratios):.2f} | {max(p or 0 for p in peaks[name]):.0f} |")
     if args.beams:
         translated = " or ".join(map(str, sorted(counts)))
         print(f"\nBeam search: tst2012, {translated} sentences translated, --batch-size 64, every hypothesis to its "
