@@ -37,6 +37,7 @@ def apply():
         clean_exit,
         divergence,
         excepthook,
+        generate_shards,
         generation_options,
         grad_norm,
         interactive_input,
@@ -96,8 +97,10 @@ def apply():
 
     # ---- generation (fairseq-generate, fairseq-interactive)
     # prepare_for_inference_ (1 of 2): bfloat16 for --bf16, inside --replace-unk's (2 of 2);
-    # inference_step: autocast for --amp; generate._main and interactive.main: mark the run
+    # inference_step: autocast for --amp; generate._main (1 of 2) and interactive.main: mark the run
     precision.patch_generation_precision()
+    # generate._main (2 of 2): --num-shards and --shard-id shard the subset, before the run is marked
+    generate_shards.patch_generate_shards()
     # interactive.make_batches (1 of 2): over-long lines cut, with a warning, before
     # --replace-unk (2 of 2) remembers the batch's source words
     interactive_long_lines.patch_interactive_long_lines()

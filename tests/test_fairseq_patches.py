@@ -51,6 +51,7 @@ SHARED_TARGETS = {
     "prepare_for_inference_": (lambda: BaseFairseqModel.prepare_for_inference_,
                                ["prepare_for_inference", "_precision_for_generation"]),
     "interactive.main": (lambda: fairseq_cli.interactive.main, ["_no_soft_alignment", "_marking_precision"]),
+    "generate._main": (lambda: fairseq_cli.generate._main, ["_honouring_shards", "_marking_precision"]),
     "train.main": (lambda: fairseq_cli.train.main, ["_checked_restore_file", "_named_divergence", "_locked"]),
     "interactive.make_batches": (lambda: fairseq_cli.interactive.make_batches,
                                  ["remember_interactive_sources", "_cutting_long_lines"]),
@@ -70,13 +71,12 @@ def test_applying_twice_changes_nothing():
     before["BackgroundConsumer"] = iterators.BackgroundConsumer
     before["data_utils.np"] = data_utils.np
     before["Tensor.cuda"] = torch.Tensor.cuda
-    before["generate._main"] = fairseq_cli.generate._main
     before["from_pretrained"] = BaseFairseqModel.from_pretrained  # a classmethod: wrapped as one, once
     fairseq_fixes._APPLIED["done"] = False  # apply() itself runs once: here its fixes run again
     fairseq_fixes.apply()
     apply_all()
     assert {name: get() for name, (get, _) in SHARED_TARGETS.items()} | {
-        "generate._main": fairseq_cli.generate._main, "torch_persistent_save": checkpoint_utils.torch_persistent_save,
+        "torch_persistent_save": checkpoint_utils.torch_persistent_save,
         "PathManager": checkpoint_utils.PathManager, "BackgroundConsumer": iterators.BackgroundConsumer,
         "data_utils.np": data_utils.np, "Tensor.cuda": torch.Tensor.cuda,
         "from_pretrained": BaseFairseqModel.from_pretrained} == before

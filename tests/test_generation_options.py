@@ -231,6 +231,29 @@ def test_the_python_interface_leaves_a_task_with_its_own_generator_its_options()
         check_generation_keywords("from_pretrained", {}, generation, task=TranslationTask)
 
 
+def test_num_shards_split_the_subset_between_runs(diagonal_model):
+    """fairseq-generate --num-shards 4 --shard-id I (fairseq_fixes/generate_shards.py; fairseq
+    0.12 translated the whole subset in each run): the four runs translate disjoint parts that
+    together are the subset, each sentence as the unsharded run translates it; a shard id out
+    of range, or shards beside a world size, is one line."""
+    args = [diagonal_model / "bin", "--dataset-impl", "raw", "--path", diagonal_model / "crafted.pt",
+            "--gen-subset", "test", "--batch-size", "1", "--beam", "2", "--user-dir", USER_DIR]
+
+    def translations(argv):
+        return {line.split("\t")[0]: line.split("\t")[2] for line in cli("generate", argv).stdout.splitlines()
+                if line.startswith("H-")}
+
+    whole = translations(args)
+    parts = [translations([*args, "--num-shards", "4", "--shard-id", str(i)]) for i in range(4)]
+    assert len(whole) == 6 and [len(part) for part in parts] == [2, 2, 1, 1]
+    assert {k: v for part in parts for k, v in part.items()} == whole
+    assert cli_error("generate", [*args, "--num-shards", "4", "--shard-id", "4"]) == (
+        "fairseq-generate: error: --shard-id 4 with --num-shards 4: give an id from 0 to 3")
+    assert cli_error("generate", [*args, "--num-shards", "2", "--distributed-world-size", "2"]) == (
+        "fairseq-generate: error: --num-shards 2 with --distributed-world-size 2: fairseq-generate shards by the "
+        "world size; give one of the two")
+
+
 def test_a_refusal_is_one_line_with_an_error_status():
     """The command itself: exit status 1, no traceback, nothing translated."""
     line = error_line([bin_path("fairseq-generate"), dict_dir(), "--user-dir", USER_DIR, "-s", "src", "-t", "tgt",

@@ -19,8 +19,7 @@ change) as NAME@before, with the same options, in the same alternation. ``--upda
 training, beam search alone.
 
 Beam search (``--beams``; ``--beams`` with no value: none): each system's model after one update
-(saved once per system) translates all of tst2012 (1,553 sentences; fairseq 0.12's generate
-reads no ``--num-shards``: it shards by ``--distributed-world-size`` alone) at each beam, with
+(saved once per system) translates all of tst2012 (1,553 sentences) at each beam, with
 the recipe's ``--batch-size 64``, in a fresh process, the systems alternating ``--repeats``
 times. A model one update old never chooses the end of a sentence, so every hypothesis runs to
 its length limit, here ``--max-len-a 1.2 --max-len-b 1`` (tst2012 has 1.23 Vietnamese tokens an
